@@ -1,0 +1,111 @@
+import pytest
+import torch
+
+from lecturekit.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Batch,
+    BucketBatchSampler,
+    collate,
+    make_loader,
+    make_task,
+)
+
+
+def test_collate_teacher_forcing_layout():
+    batch = collate([([5, 6, 7], [8, 9]), ([5], [10, 11, 12])])
+    assert isinstance(batch, Batch) and len(batch) == 2
+    assert batch.src.tolist() == [[5, 6, 7], [5, PAD_ID, PAD_ID]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, 9, PAD_ID], [BOS_ID, 10, 11, 12]]
+    assert batch.tgt_out.tolist() == [[8, 9, EOS_ID, PAD_ID], [10, 11, 12, EOS_ID]]
+    assert batch.src_padding_mask.tolist() == [[False] * 3, [False, True, True]]
+    assert batch.tgt_padding_mask.tolist() == [[False, False, False, True], [False] * 4]
+    assert batch.src.dtype == torch.long and batch.src_padding_mask.dtype == torch.bool
+    # the decoder input is the label sequence shifted right by one (teacher forcing)
+    assert torch.equal(batch.tgt_in[:, 1:][~batch.tgt_padding_mask[:, 1:]],
+                       batch.tgt_out[:, :-1][~batch.tgt_padding_mask[:, 1:]])  # fmt: skip
+    assert batch.n_target_tokens == 7
+    moved = batch.to("cpu")
+    assert torch.equal(moved.tgt_out, batch.tgt_out)
+
+
+def test_collate_rejects_bad_pairs():
+    with pytest.raises(ValueError, match="at least one"):
+        collate([])
+    with pytest.raises(ValueError, match="empty source"):
+        collate([([], [4])])
+    with pytest.raises(ValueError, match="bos_id/eos_id"):
+        collate([([4], [BOS_ID, 5])])
+    with pytest.raises(ValueError, match="pad_id=0"):
+        collate([([4, 0], [5])])
+    with pytest.raises(ValueError, match="non-negative int"):
+        collate([([4, 1.5], [5])])
+    with pytest.raises(TypeError, match="pair"):
+        collate([[4, 5, 6]])
+
+
+def test_bucket_sampler_covers_everything_once_and_groups_lengths():
+    rng = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 40, (1000,), generator=rng).tolist()
+    sampler = BucketBatchSampler(lengths, batch_size=16, seed=1, pool_batches=10)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 63
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(1000))
+    # within a batch lengths are close: far less spread than in random batches
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches)
+    random_spread = sum(
+        max(lengths[i : i + 16]) - min(lengths[i : i + 16]) for i in range(0, 1000, 16)
+    )
+    assert spread < random_spread / 3
+
+
+def test_bucket_sampler_is_seeded_and_changes_per_epoch():
+    lengths = list(range(1, 101)) * 3
+    a = BucketBatchSampler(lengths, 8, seed=5)
+    b = BucketBatchSampler(lengths, 8, seed=5)
+    first_a, first_b = list(a), list(b)
+    assert first_a == first_b
+    assert list(a) != first_a  # the next epoch has a new order
+    a.set_epoch(0)
+    assert list(a) == first_a
+    assert list(BucketBatchSampler(lengths, 8, seed=6)) != first_a
+    ordered = list(BucketBatchSampler(lengths, 8, shuffle=False))
+    assert ordered == list(BucketBatchSampler(lengths, 8, shuffle=False))
+    assert [lengths[b[0]] for b in ordered] == sorted(lengths[b[0]] for b in ordered)
+    dropped = BucketBatchSampler(list(range(1, 21)), 8, shuffle=False, drop_last=True)
+    assert len(dropped) == 2 and all(len(b) == 8 for b in dropped)
+
+
+def test_bucket_sampler_bad_arguments():
+    with pytest.raises(ValueError, match="batch_size"):
+        BucketBatchSampler([1, 2], 0)
+    with pytest.raises(ValueError, match="lengths"):
+        BucketBatchSampler([], 4)
+
+
+@pytest.mark.parametrize("bucket", [True, False])
+def test_make_loader_on_a_task(bucket):
+    data = make_task("number", 300, 50, 50)
+    loader = make_loader(data.encoded("train"), batch_size=32, seed=0, bucket=bucket)
+    seen = 0
+    for batch in loader:
+        assert batch.src.shape[0] == batch.tgt_in.shape[0] <= 32
+        assert batch.tgt_in.shape == batch.tgt_out.shape == batch.tgt_padding_mask.shape
+        for row in range(len(batch)):
+            src = data.decode_src(batch.src[row])
+            tgt = data.decode_tgt(batch.tgt_out[row])
+            assert (src, tgt) in set(data.train)
+        seen += len(batch)
+    assert seen == 300
+    valid = data.loader("valid", batch_size=16)
+    first = next(iter(valid))
+    assert first.src.shape[1] <= data.max_src_len
+
+
+def test_pad_id_is_configurable():
+    batch = collate([([5], [6, 7])], pad_id=9, bos_id=1, eos_id=2)
+    two = collate([([5, 5], [6]), ([5], [6, 7])], pad_id=9)
+    assert batch.tgt_in.tolist() == [[1, 6, 7]]
+    assert two.src.tolist()[1] == [5, 9] and two.src_padding_mask.tolist()[1] == [False, True]
