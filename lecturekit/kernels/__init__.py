@@ -1,0 +1,100 @@
+"""GPU kernels of lecturekit, written in Triton, with PyTorch references beside them.
+
+- :func:`softmax`: fused row softmax with a scale and a boolean or additive mask
+  (:mod:`lecturekit.kernels.softmax`).
+- :func:`layer_norm`: fused LayerNorm forward and backward (:mod:`lecturekit.kernels.layernorm`).
+- :func:`attention`: FlashAttention forward and backward (:mod:`lecturekit.kernels.flash_attention`).
+
+Importing this package never imports triton: each function imports its kernel module when it
+is first called, so ``lecturekit`` installs and works without the ``gpu`` extra. The kernels run
+on CUDA tensors; with ``TRITON_INTERPRET=1`` set *before* the first import they also run on CPU
+tensors through Triton's interpreter (slow, used by the tests and by chapter 7).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - static analysers only
+    import torch
+
+__all__ = ["attention", "available", "layer_norm", "softmax"]
+
+
+def available() -> bool:
+    """Whether the kernels can run here.
+
+    True when triton is installed and either a CUDA device is present or Triton's CPU
+    interpreter is enabled (``TRITON_INTERPRET=1``). Triton itself is not imported.
+    """
+    if importlib.util.find_spec("triton") is None:
+        return False
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    key_padding_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """FlashAttention: ``softmax(q k^T * scale + masks) v`` without materialising the scores.
+
+    Args:
+        q: queries ``(B, H, Tq, Dh)``.
+        k: keys ``(B, H, Tk, Dh)``.
+        v: values ``(B, H, Tk, Dh)``.
+        key_padding_mask: bool ``(B, Tk)``, True = padding (key ignored).
+        is_causal: query ``i`` only sees keys ``j <= i`` (top-left aligned, as in
+            ``torch.nn.functional.scaled_dot_product_attention``).
+        scale: score scale, default ``1 / sqrt(Dh)``.
+
+    Returns:
+        ``(B, H, Tq, Dh)``; query rows whose keys are all masked are zeros. Differentiable.
+    """
+    from lecturekit.kernels.flash_attention import flash_attention
+
+    return flash_attention(
+        q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal, scale=scale
+    )
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Fused LayerNorm over the last dimension of ``x`` ``(..., D)``; weight/bias ``(D,)``.
+
+    Differentiable with respect to ``x``, ``weight`` and ``bias``.
+    """
+    from lecturekit.kernels.layernorm import layer_norm as _layer_norm
+
+    return _layer_norm(x, weight, bias, eps)
+
+
+def softmax(
+    x: torch.Tensor,
+    dim: int = -1,
+    *,
+    scale: float = 1.0,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Fused ``softmax(x * scale + mask, dim)``.
+
+    ``mask`` broadcasts to ``x``: bool (True = masked out) or float (added to the scaled
+    logits). Fully masked rows give zeros. Differentiable with respect to ``x``.
+    """
+    from lecturekit.kernels.softmax import softmax as _softmax
+
+    return _softmax(x, dim, scale=scale, mask=mask)

@@ -1,0 +1,52 @@
+"""Small helpers shared by the kernel modules: interpreter detection and argument checks."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+#: dtypes every kernel accepts
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def interpreter_enabled() -> bool:
+    """True when Triton runs kernels on the CPU through its interpreter (``TRITON_INTERPRET=1``).
+
+    Triton reads the variable when a kernel is *defined*, so it must be set before
+    ``lecturekit.kernels.<module>`` (and triton itself) is first imported.
+    """
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def next_power_of_2(n: int) -> int:
+    """Smallest power of two >= ``n`` (``tl.arange`` needs power-of-two block sizes)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
+    """Raise a clear error unless ``t`` is a floating tensor the kernels can read.
+
+    The kernels run on CUDA tensors, or on CPU tensors when the interpreter is enabled.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} must be float32, float16 or bfloat16, got {t.dtype}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if t.device.type != "cuda" and not interpreter_enabled():
+        raise ValueError(
+            f"{name} is on {t.device}; the Triton kernels need CUDA tensors "
+            "(or TRITON_INTERPRET=1 set before import to run them on the CPU interpreter)"
+        )
+    return t
+
+
+def num_warps_for(block: int) -> int:
+    """More warps for wider rows, as in Triton's fused-softmax tutorial."""
+    if block >= 8192:
+        return 16
+    if block >= 2048:
+        return 8
+    return 4

@@ -1,0 +1,283 @@
+"""Fused LayerNorm forward and backward in Triton (an autograd Function).
+
+``y = (x - mean(x)) / sqrt(var(x) + eps) * w + b`` over the last dimension of ``x`` viewed
+as ``(M, N)`` (``M`` rows, ``N`` features), ``var`` the biased variance, as in
+``torch.nn.LayerNorm``.
+
+Memory traffic
+--------------
+Eager PyTorch would run mean, subtract, square, mean, rsqrt, multiply, multiply, add as
+separate kernels, each reading and writing ``M * N`` elements. LayerNorm does ~10 flops per
+element, so, like softmax, it is bound by memory. The fused forward reads ``x`` once and
+writes ``y`` once (plus ``2 M`` floats of statistics and ``2 N`` parameters), so it can run
+near copy bandwidth.
+
+Forward algorithm
+-----------------
+One program per row: load the row into registers (``BLOCK_N >= N``, fp32 math), compute the
+mean, the centred values ``xc``, the variance ``mean(xc^2)`` (two reductions over registers,
+numerically safer than ``E[x^2] - E[x]^2``), ``rstd = 1/sqrt(var + eps)``, then
+``y = xc * rstd * w + b``. ``mean`` and ``rstd`` are saved for the backward pass
+(``2 M`` floats instead of a normalised copy of ``x``).
+
+Backward algorithm
+------------------
+With ``xhat = (x - mean) * rstd`` and ``g = w * dy``:
+
+* ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` (row-wise, needs ``x``, ``dy``, ``w``);
+* ``dw = sum over rows of dy * xhat`` and ``db = sum over rows of dy`` (column-wise).
+
+``dx`` is row-local, but ``dw``/``db`` reduce over all ``M`` rows. Summing with atomics
+would be nondeterministic, so the work is split in two kernels, as in Triton's LayerNorm
+tutorial: (1) ``G`` programs each take a contiguous chunk of rows, write ``dx`` for them
+and accumulate *partial* ``dw``/``db`` rows in registers, stored to a ``(G, N)`` buffer;
+(2) a second kernel sums the ``G`` partial rows per column. Traffic: read ``x`` and ``dy``
+once, write ``dx`` once, plus ``2 G N`` partial sums (small when ``G << M``).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from lecturekit.kernels._utils import (
+    check_tensor,
+    interpreter_enabled,
+    next_power_of_2,
+    num_warps_for,
+)
+
+# A row must fit in registers: 64 KiB per row, as in Triton's tutorial.
+MAX_FEATURES = 65536 // 4
+
+
+def layer_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = 1e-5
+) -> torch.Tensor:
+    """PyTorch reference, written out: ``(x - mean) / sqrt(var + eps) * w + b``."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+@triton.jit
+def _layer_norm_fwd_kernel(
+    X,  # input (M, N), columns contiguous
+    Y,  # output (M, N), contiguous
+    W,  # weight (N,)
+    B,  # bias (N,)
+    MEAN,  # saved row means (M,), fp32
+    RSTD,  # saved row 1/std (M,), fp32
+    stride_x,  # row stride of X, in elements
+    n_cols,  # N
+    eps,  # added to the variance
+    BLOCK_N: tl.constexpr,  # power of two >= N
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    in_row = cols < n_cols
+    x = tl.load(X + row * stride_x + cols, mask=in_row, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    xc = tl.where(in_row, x - mean, 0.0)  # padding lanes must not enter the variance
+    var = tl.sum(xc * xc, axis=0) / n_cols
+    rstd = 1.0 / tl.sqrt(var + eps)
+    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=in_row, other=0.0).to(tl.float32)
+    y = xc * rstd * w + b
+    tl.store(Y + row * n_cols + cols, y.to(Y.dtype.element_ty), mask=in_row)
+    tl.store(MEAN + row, mean)
+    tl.store(RSTD + row, rstd)
+
+
+@triton.jit
+def _layer_norm_bwd_dx_kernel(
+    X,  # forward input (M, N), columns contiguous
+    DY,  # upstream gradient (M, N), contiguous
+    DX,  # gradient w.r.t. x (M, N), contiguous
+    W,  # weight (N,)
+    MEAN,  # saved means (M,)
+    RSTD,  # saved 1/std (M,)
+    DW_PARTIAL,  # (G, N) fp32: this program's share of dw
+    DB_PARTIAL,  # (G, N) fp32: this program's share of db
+    stride_x,  # row stride of X
+    n_rows,  # M
+    n_cols,  # N
+    rows_per_program,  # chunk of rows handled by one program
+    BLOCK_N: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    in_row = cols < n_cols
+    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([BLOCK_N], tl.float32)
+    db_acc = tl.zeros([BLOCK_N], tl.float32)
+    row_start = pid.to(tl.int64) * rows_per_program  # 64-bit: M * N may exceed 2**31
+    row_end = tl.minimum(row_start + rows_per_program, n_rows)
+    for row in range(row_start, row_end):
+        x = tl.load(X + row * stride_x + cols, mask=in_row, other=0.0).to(tl.float32)
+        dy = tl.load(DY + row * n_cols + cols, mask=in_row, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + row)
+        rstd = tl.load(RSTD + row)
+        xhat = tl.where(in_row, (x - mean) * rstd, 0.0)
+        g = w * dy
+        mean_g = tl.sum(g, axis=0) / n_cols
+        mean_gx = tl.sum(g * xhat, axis=0) / n_cols
+        dx = rstd * (g - mean_g - xhat * mean_gx)
+        tl.store(DX + row * n_cols + cols, dx.to(DX.dtype.element_ty), mask=in_row)
+        dw_acc += dy * xhat
+        db_acc += dy
+    tl.store(DW_PARTIAL + pid * n_cols + cols, dw_acc, mask=in_row)
+    tl.store(DB_PARTIAL + pid * n_cols + cols, db_acc, mask=in_row)
+
+
+@triton.jit
+def _layer_norm_bwd_dwdb_kernel(
+    DW_PARTIAL,  # (G, N) fp32 partial sums
+    DB_PARTIAL,  # (G, N) fp32 partial sums
+    DW,  # (N,) gradient of the weight
+    DB,  # (N,) gradient of the bias
+    n_partials,  # G
+    n_cols,  # N
+    BLOCK_G: tl.constexpr,  # partial rows summed per step
+    BLOCK_N: tl.constexpr,  # columns per program
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    dw = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
+    db = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
+    for start in range(0, n_partials, BLOCK_G):
+        rows = start + tl.arange(0, BLOCK_G)
+        ok = (rows[:, None] < n_partials) & (cols[None, :] < n_cols)
+        offs = rows[:, None] * n_cols + cols[None, :]
+        dw += tl.load(DW_PARTIAL + offs, mask=ok, other=0.0)
+        db += tl.load(DB_PARTIAL + offs, mask=ok, other=0.0)
+    tl.store(DW + cols, tl.sum(dw, axis=0).to(DW.dtype.element_ty), mask=cols < n_cols)
+    tl.store(DB + cols, tl.sum(db, axis=0).to(DB.dtype.element_ty), mask=cols < n_cols)
+
+
+def _num_partials(n_rows: int, device: torch.device) -> int:
+    """How many programs share the backward rows (and so how many partial dw/db rows)."""
+    if interpreter_enabled() or device.type != "cuda":
+        return max(1, min(n_rows, 4))
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(n_rows, 4 * sms))
+
+
+class _LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x2d, weight, bias, eps):  # type: ignore[override]
+        n_rows, n_cols = x2d.shape
+        block = next_power_of_2(n_cols)
+        y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device)
+        mean = torch.empty(n_rows, dtype=torch.float32, device=x2d.device)
+        rstd = torch.empty(n_rows, dtype=torch.float32, device=x2d.device)
+        if n_rows > 0:
+            _layer_norm_fwd_kernel[(n_rows,)](
+                x2d,
+                y,
+                weight,
+                bias,
+                mean,
+                rstd,
+                x2d.stride(0),
+                n_cols,
+                float(eps),
+                BLOCK_N=block,
+                num_warps=num_warps_for(block),
+            )
+        ctx.save_for_backward(x2d, weight, mean, rstd)
+        ctx.bias_dtype = bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        x2d, weight, mean, rstd = ctx.saved_tensors
+        n_rows, n_cols = x2d.shape
+        dy = dy.contiguous()
+        block = next_power_of_2(n_cols)
+        dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device)
+        n_partials = _num_partials(n_rows, x2d.device)
+        dw_partial = torch.zeros((n_partials, n_cols), dtype=torch.float32, device=x2d.device)
+        db_partial = torch.zeros_like(dw_partial)
+        if n_rows > 0:
+            rows_per_program = triton.cdiv(n_rows, n_partials)
+            _layer_norm_bwd_dx_kernel[(n_partials,)](
+                x2d,
+                dy,
+                dx,
+                weight,
+                mean,
+                rstd,
+                dw_partial,
+                db_partial,
+                x2d.stride(0),
+                n_rows,
+                n_cols,
+                rows_per_program,
+                BLOCK_N=block,
+                num_warps=num_warps_for(block),
+            )
+        dw = torch.empty(n_cols, dtype=weight.dtype, device=x2d.device)
+        db = torch.empty(n_cols, dtype=ctx.bias_dtype, device=x2d.device)
+        block_cols = min(block, 128)
+        _layer_norm_bwd_dwdb_kernel[(triton.cdiv(n_cols, block_cols),)](
+            dw_partial,
+            db_partial,
+            dw,
+            db,
+            n_partials,
+            n_cols,
+            BLOCK_G=32,
+            BLOCK_N=block_cols,
+        )
+        return dx, dw, db, None
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Fused LayerNorm over the last dimension (differentiable w.r.t. x, weight and bias).
+
+    Args:
+        x: ``(..., N)``, float32/float16/bfloat16, ``N <= 16384``.
+        weight: ``(N,)`` scale, or None for ones.
+        bias: ``(N,)`` shift, or None for zeros.
+        eps: added to the variance.
+
+    Returns:
+        Tensor like ``x``.
+    """
+    check_tensor("x", x)
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dimension")
+    n_cols = x.shape[-1]
+    if not 1 <= n_cols <= MAX_FEATURES:
+        raise ValueError(f"x's last dimension must be in [1, {MAX_FEATURES}], got {n_cols}")
+    if weight is None:
+        weight = torch.ones(n_cols, dtype=x.dtype, device=x.device)
+    if bias is None:
+        bias = torch.zeros(n_cols, dtype=x.dtype, device=x.device)
+    for name, p in (("weight", weight), ("bias", bias)):
+        check_tensor(name, p, ndim=1)
+        if p.shape[0] != n_cols:
+            raise ValueError(f"{name} must have shape ({n_cols},), got {tuple(p.shape)}")
+        if p.device != x.device:
+            raise ValueError(f"{name} is on {p.device} but x is on {x.device}")
+    if eps <= 0:
+        raise ValueError(f"eps must be positive, got {eps}")
+    x2d = x.reshape(-1, n_cols)
+    if x2d.stride(-1) != 1:
+        x2d = x2d.contiguous()
+    y = _LayerNorm.apply(x2d, weight.contiguous(), bias.contiguous(), eps)
+    return y.reshape(x.shape)
+
+
+__all__ = ["layer_norm", "layer_norm_reference"]

@@ -1,0 +1,50 @@
+"""Fused LayerNorm kernel (forward and backward) vs a float64 reference (Triton interpreter)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _kernel_testing import assert_within_torch_error
+
+from lecturekit.kernels.layernorm import layer_norm, layer_norm_reference
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17), (2, 5, 97), (11, 40)])
+def test_layer_norm_forward_backward(dtype, shape):
+    n = shape[-1]
+    x = (torch.randn(shape, dtype=torch.float64) * 2 + 1).to(dtype).requires_grad_()
+    w = torch.randn(n, dtype=torch.float64).to(dtype).requires_grad_()
+    b = torch.randn(n, dtype=torch.float64).to(dtype).requires_grad_()
+    y = layer_norm(x, w, b, eps=1e-5)
+
+    refs = [t.detach().double().requires_grad_() for t in (x, w, b)]
+    y_ref = layer_norm_reference(*refs, eps=1e-5)
+    torch_in = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    y_torch = F.layer_norm(torch_in[0], (n,), torch_in[1], torch_in[2], eps=1e-5)
+
+    dy = torch.randn_like(y_ref)
+    y.backward(dy.to(dtype))
+    y_ref.backward(dy)
+    y_torch.backward(dy.to(dtype))
+    assert y.dtype == dtype
+    assert_within_torch_error("y", y, y_ref, y_torch)
+    for name, got, ref, tor in zip(("dx", "dw", "db"), (x, w, b), refs, torch_in, strict=True):
+        assert_within_torch_error(name, got.grad, ref.grad, tor.grad)
+
+
+def test_layer_norm_reference_matches_torch():
+    x, w, b = torch.randn(4, 9, dtype=torch.float64), torch.randn(9), torch.randn(9)
+    torch.testing.assert_close(
+        layer_norm_reference(x, w.double(), b.double()),
+        F.layer_norm(x, (9,), w.double(), b.double()),
+    )
+
+
+def test_layer_norm_without_affine_and_strided_rows():
+    x = torch.randn(6, 32)[:, :24]  # rows with stride 32
+    torch.testing.assert_close(layer_norm(x, None, None), F.layer_norm(x, (24,)))
+
+
+def test_layer_norm_bad_weight_raises():
+    with pytest.raises(ValueError, match="weight must have shape"):
+        layer_norm(torch.randn(2, 8), torch.ones(7), torch.zeros(8))
