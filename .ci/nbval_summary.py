@@ -1,0 +1,25 @@
+"""Print which notebooks nbval ran and how many cells of each passed (from its JUnit XML)."""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+
+def main(path: str) -> int:
+    cells: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        notebook = case.get("file") or case.get("classname", "?").split("::")[0]
+        cells[notebook] += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed[notebook] += 1
+    print(f"nbval ran {len(cells)} notebooks:")
+    for notebook in sorted(cells):
+        print(f"  {notebook}: {cells[notebook] - failed[notebook]}/{cells[notebook]} cells passed")
+    return 0 if cells else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,112 @@
+# Two commands for everyone: `make book` (build the HTML book) and `make test` (every check).
+# Both create .venv when needed and install the pinned set (constraints.txt) once; the stamp
+# files below make repeated runs skip the install until pyproject.toml or a lock file changes.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+JOBS ?= 2
+PIP_STAMP := $(VENV)/.lecturekit-installed
+NPM_STAMP := node_modules/.lecturekit-installed
+CHROMIUM := /usr/bin/chromium
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
+BOOK_LOG := _build/book.log
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: help setup book test notebooks lint unit kernels nbval book-strict browser clean
+
+help:
+	@echo "make book       build the HTML book into _build/html (creates .venv if needed)"
+	@echo "make test       run every check: ruff, unit, Triton interpreter, nbval, strict book build, browser"
+	@echo "make notebooks  re-execute every notebook in a fresh kernel and save its outputs"
+	@echo "                (one notebook: make notebooks NOTEBOOKS=notebooks/00_setup.ipynb)"
+	@echo "make clean      remove _build"
+
+setup: $(PIP_STAMP) $(NPM_STAMP)
+
+# torch first and alone: the pin resolves to the CPU wheel where one is provided, instead of
+# letting the resolver pick a multi-GB CUDA build while it installs everything else.
+$(PIP_STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing the pinned development set into $(VENV)"
+	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0"
+	$(PY) -m pip install -q -c constraints.txt -e ".[gpu,book,test]"
+	@touch $@
+
+# RequireJS and the ipywidgets embed manager, served by the built book (book/_ext/offline_assets.py).
+# Without the npm registry the book falls back to a CDN for widgets, with this one warning;
+# CI must build the offline book, so there it is an error.
+$(NPM_STAMP): package.json package-lock.json
+	@echo "==> installing offline JavaScript (npm ci)"
+	@if command -v npm >/dev/null && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; then \
+		touch $@; \
+	elif [ -n "$${CI:-}" ]; then \
+		echo "ERROR: npm ci failed; CI needs the npm registry to build the offline book" >&2; exit 1; \
+	else \
+		echo "WARNING: npm or its registry is unavailable: the book's widgets will load their JavaScript from a CDN (math still works offline)" >&2; \
+	fi
+
+$(CHROMIUM):
+	@echo "==> installing Debian's chromium for the browser test"
+	$(SUDO) apt-get update -q
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends chromium
+
+book: setup
+	@rm -rf _build/html && mkdir -p _build
+	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going 2>&1 | tee $(BOOK_LOG)
+	@if grep -q "WARNING" $(BOOK_LOG); then echo "ERROR: the book build logged warnings (see $(BOOK_LOG))" >&2; exit 1; fi
+	@echo "Book built: open file://$(CURDIR)/_build/html/index.html"
+
+test: setup $(CHROMIUM)
+	@start=$$(date +%s); \
+	trap 'echo "make test: total time $$(( $$(date +%s) - start )) s"' EXIT; \
+	$(MAKE) --no-print-directory lint unit kernels nbval book-strict browser
+
+lint: $(PIP_STAMP)
+	@echo "==> [1/6] ruff (lint and format check)"
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+unit: $(PIP_STAMP)
+	@echo "==> [2/6] unit tests"
+	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/kernels -q
+
+kernels: $(PIP_STAMP)
+	@echo "==> [3/6] Triton kernels under the interpreter (TRITON_INTERPRET=1)"
+	@if [ -d tests/kernels ]; then \
+		TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) tests/kernels -q; \
+	else \
+		echo "no tests/kernels folder: nothing to run"; \
+	fi
+
+nbval: $(PIP_STAMP)
+	@echo "==> [4/6] nbval: re-run every notebook and compare its outputs"
+	@mkdir -p _build
+	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NBVAL_SANITIZE) \
+		-n $(JOBS) --dist loadfile -q -p no:cacheprovider --junitxml=_build/nbval.xml notebooks
+	@$(PY) .ci/nbval_summary.py _build/nbval.xml
+
+book-strict: setup
+	@echo "==> [5/6] strict book build (jupyter-book build . --all -W -n --keep-going)"
+	@$(MAKE) --no-print-directory book
+
+browser: $(PIP_STAMP) $(CHROMIUM)
+	@echo "==> [6/6] browser test: headless chromium opens every built page offline"
+	$(PY) -m pytest tests/test_book_html.py --run-book -q -p no:cacheprovider
+
+notebooks: $(PIP_STAMP)
+	@for nb in $(NOTEBOOKS); do \
+		echo "==> executing $$nb"; \
+		start=$$(date +%s); \
+		$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+			--ExecutePreprocessor.timeout=600 "$$nb"; \
+		echo "    $$nb: $$(( $$(date +%s) - start )) s"; \
+	done
+
+clean:
+	rm -rf _build

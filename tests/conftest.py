@@ -1,0 +1,28 @@
+"""Shared pytest set-up.
+
+Tests marked ``book`` need the built HTML book and a browser; ``make test`` runs them in their
+own step after the strict build, with ``--run-book``. Without that option they are skipped, so
+``pytest tests`` never depends on a stale ``_build/html``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-book",
+        action="store_true",
+        default=False,
+        help="run the tests marked 'book' against _build/html (make test does)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-book"):
+        return
+    skip = pytest.mark.skip(reason="needs the built book: run with --run-book (make test)")
+    for item in items:
+        if "book" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,123 @@
+"""The chapter notebooks, the table of contents and the Colab set-up cell agree.
+
+Every notebook in notebooks/ is listed in _toc.yml and every listed file exists; every
+notebook starts with a title cell and then the exact Colab set-up cell, whose repository URL
+is the one _config.yml names; every notebook is committed executed top to bottom.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+COLAB_CELL = """\
+# Colab set-up: install lecturekit from the course repository (does nothing elsewhere).
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install -q "lecturekit @ git+{url}\""""
+
+
+def _toc_files(node: object) -> list[str]:
+    """Every `file:` (and the root) named anywhere in a parsed _toc.yml, in order."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in {"file", "root"} and isinstance(value, str):
+                found.append(value)
+            else:
+                found.extend(_toc_files(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(_toc_files(value))
+    return found
+
+
+def _strip_suffix(path: str) -> str:
+    return path.removesuffix(".ipynb").removesuffix(".md")
+
+
+@pytest.fixture(scope="module")
+def toc_entries() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    assert toc.get("format") == "jb-book", "_toc.yml must use the jb-book format"
+    return [_strip_suffix(entry) for entry in _toc_files(toc)]
+
+
+@pytest.fixture(scope="module")
+def repository_url() -> str:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    url = config["repository"]["url"]
+    assert url.startswith("https://github.com/"), f"repository.url must be on GitHub, got {url!r}"
+    return url.rstrip("/")
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS, "notebooks/ holds no notebook"
+    assert (NOTEBOOK_DIR / "00_setup.ipynb") in NOTEBOOKS
+
+
+def test_every_notebook_is_in_the_toc(toc_entries: list[str]) -> None:
+    missing = [p.name for p in NOTEBOOKS if f"notebooks/{p.stem}" not in toc_entries]
+    assert not missing, f"notebooks missing from _toc.yml: {missing}"
+
+
+def test_every_toc_entry_exists(toc_entries: list[str]) -> None:
+    absent = [
+        entry
+        for entry in toc_entries
+        if not (ROOT / f"{entry}.ipynb").is_file() and not (ROOT / f"{entry}.md").is_file()
+    ]
+    assert not absent, f"_toc.yml lists files that do not exist: {absent}"
+
+
+def test_toc_lists_each_file_once(toc_entries: list[str]) -> None:
+    duplicates = sorted({entry for entry in toc_entries if toc_entries.count(entry) > 1})
+    assert not duplicates, f"_toc.yml lists these more than once: {duplicates}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_starts_with_title_and_colab_cell(path: Path, repository_url: str) -> None:
+    cells = _read(path).cells
+    assert cells and cells[0].cell_type == "markdown", f"{path.name}: first cell must be markdown"
+    title = cells[0].source.splitlines()[0] if cells[0].source else ""
+    assert title.startswith("# "), f"{path.name}: first cell must start with a '# ' title"
+    code_cells = [cell for cell in cells if cell.cell_type == "code"]
+    assert code_cells, f"{path.name}: has no code cell"
+    expected = COLAB_CELL.format(url=repository_url)
+    assert code_cells[0].source == expected, (
+        f"{path.name}: the first code cell must be exactly the Colab set-up cell of TEAM.md:\n"
+        f"{expected}\n--- got ---\n{code_cells[0].source}"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_executed_in_order(path: Path) -> None:
+    notebook = _read(path)
+    assert notebook.metadata.get("kernelspec", {}).get("name") == "python3", (
+        f"{path.name}: kernelspec must be python3"
+    )
+    counts = [cell.execution_count for cell in notebook.cells if cell.cell_type == "code"]
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{path.name}: code cells must be executed once, top to bottom, in a fresh kernel "
+        f"(make notebooks); execution counts are {counts}"
+    )
+    errors = [
+        output.get("ename")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
+    assert not errors, f"{path.name}: committed outputs contain errors {errors}"
