@@ -1,0 +1,261 @@
+"""Decoding strategies against brute force, on table decoders and on a small Transformer."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from lecturekit.decoding import (
+    Hypothesis,
+    TableDecoder,
+    TransformerDecoder,
+    beam_search,
+    exhaustive_search,
+    filter_logits,
+    greedy,
+    length_penalty,
+    sample,
+    sequence_log_prob,
+)
+
+SYMBOLS = ["A", "B", "C"]
+
+
+def random_table(seed: int, max_len: int, with_eos: bool = True) -> dict[str, dict[str, float]]:
+    """Random conditional distributions for every prefix shorter than max_len."""
+    gen = torch.Generator().manual_seed(seed)
+    outs = SYMBOLS + (["<eos>"] if with_eos else [])
+    table = {}
+    for t in range(max_len):
+        for prefix in itertools.product(SYMBOLS, repeat=t):
+            probs = torch.rand(len(outs), generator=gen, dtype=torch.float64) ** 3
+            probs /= probs.sum()
+            table["".join(prefix)] = dict(zip(outs, probs.tolist(), strict=True))
+    return table
+
+
+def brute_force(table: dict, max_len: int, alpha: float = 0.0) -> list[tuple[float, str]]:
+    """Every complete output with its score, by direct multiplication of table entries.
+
+    Outputs: any prefix of length < max_len followed by EOS (written "$"), or any sequence of
+    max_len symbols (unfinished)."""
+
+    def log_p(seq: tuple[str, ...]) -> float:
+        return sum(math.log(table["".join(seq[:i])][s]) for i, s in enumerate(seq))
+
+    results = []
+    for t in range(max_len):
+        for seq in itertools.product(SYMBOLS, repeat=t):
+            eos_p = table["".join(seq)].get("<eos>", 0.0)
+            if eos_p > 0:
+                lp = log_p(seq) + math.log(eos_p)
+                results.append((lp / length_penalty(t + 1, alpha), "".join(seq) + "$"))
+    for seq in itertools.product(SYMBOLS, repeat=max_len):
+        results.append((log_p(seq) / length_penalty(max_len, alpha), "".join(seq)))
+    return sorted(results, reverse=True)
+
+
+def as_text(dec: TableDecoder, hyp: Hypothesis) -> str:
+    return dec.decode(hyp.tokens) + ("$" if hyp.finished else "")
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_wide_beam_and_exhaustive_equal_brute_force(seed: int, alpha: float) -> None:
+    max_len = 3
+    table = random_table(seed, max_len)
+    dec = TableDecoder(table)
+    expected = brute_force(table, max_len, alpha)[:3]
+    for result in (
+        exhaustive_search(dec, None, max_len, length_penalty=alpha, n_best=3)[0],
+        beam_search(dec, None, beam_size=64, max_len=max_len, length_penalty=alpha, n_best=3)[0],
+    ):
+        assert [as_text(dec, h) for h in result] == [text for _, text in expected]
+        for hyp, (score, _) in zip(result, expected, strict=True):
+            assert hyp.score == pytest.approx(score, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_size_one_equals_greedy(seed: int) -> None:
+    dec = TableDecoder(random_table(seed, 4))
+    tokens, scores = greedy(dec, None, 4, return_scores=True)
+    hyp = beam_search(dec, None, beam_size=1, max_len=4)[0][0]
+    produced = [t for t in tokens[0].tolist() if t != dec.pad_id]
+    assert hyp.tokens == produced
+    assert hyp.log_prob == pytest.approx(float(scores[0]), abs=1e-9)
+
+
+def test_scores_are_sums_of_token_log_probs() -> None:
+    table = random_table(11, 4)
+    dec = TableDecoder(table)
+    for hyp in beam_search(dec, None, beam_size=3, max_len=4, n_best=3)[0]:
+        text = dec.decode(hyp.tokens)
+        expected = sum(math.log(table[text[:i]][s]) for i, s in enumerate(text))
+        if hyp.finished:
+            expected += math.log(table[text]["<eos>"])
+        assert hyp.log_prob == pytest.approx(expected, abs=1e-9)
+        assert sequence_log_prob(dec, None, hyp.tokens) == pytest.approx(expected, abs=1e-9)
+
+
+def test_greedy_loses_to_beam_two_on_a_trap_table() -> None:
+    table = {
+        "": {"A": 0.6, "B": 0.4},
+        "A": {"A": 0.55, "B": 0.45},
+        "B": {"A": 0.9, "B": 0.1},
+        "AA": {"A": 0.6, "B": 0.4},
+        "AB": {"A": 0.9, "B": 0.1},
+        "BA": {"A": 0.95, "B": 0.05},
+        "BB": {"A": 0.5, "B": 0.5},
+    }
+    dec = TableDecoder(table)
+    tokens, greedy_lp = greedy(dec, None, 3, return_scores=True)
+    assert dec.decode(tokens[0]) == "AAA"
+    assert math.exp(float(greedy_lp[0])) == pytest.approx(0.6 * 0.55 * 0.6)
+    best = beam_search(dec, None, beam_size=2, max_len=3)[0][0]
+    assert dec.decode(best.tokens) == "BAA"
+    assert math.exp(best.log_prob) == pytest.approx(0.4 * 0.9 * 0.95)
+
+
+def test_beam_trace_lists_kept_prefixes() -> None:
+    dec = TableDecoder(random_table(3, 3, with_eos=False))
+    _, trace = beam_search(dec, None, beam_size=2, max_len=3, return_trace=True)
+    assert [len(step) for step in trace[0]] == [2, 2, 2]
+    assert all(len(h.tokens) == t + 1 for t, step in enumerate(trace[0]) for h in step)
+
+
+def test_batched_sources_decode_independently() -> None:
+    dec = TableDecoder(random_table(5, 3))
+    alone = beam_search(dec, None, beam_size=2, max_len=3, n_best=2)[0]
+    batched = beam_search(dec, 3, beam_size=2, max_len=3, n_best=2)
+    for row in batched:
+        assert [(h.tokens, h.score) for h in row] == [(h.tokens, h.score) for h in alone]
+
+
+def test_filter_logits_top_p_keeps_smallest_set_reaching_p() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(50, 12, generator=gen, dtype=torch.float64)
+    for p in (0.1, 0.5, 0.9, 0.999):
+        kept = filter_logits(logits, top_p=p) > -math.inf
+        probs = torch.softmax(logits, -1)
+        for row in range(logits.shape[0]):
+            order = torch.argsort(probs[row], descending=True)
+            mass = probs[row][order].cumsum(0)
+            n = int((mass < p).sum()) + 1  # smallest prefix of the sorted list reaching p
+            assert set(torch.nonzero(kept[row]).flatten().tolist()) == set(order[:n].tolist())
+
+
+def test_filter_logits_top_k() -> None:
+    logits = torch.tensor([[0.1, 3.0, -1.0, 2.0, 0.5]])
+    kept = filter_logits(logits, top_k=2) > -math.inf
+    assert kept.tolist() == [[False, True, False, True, False]]
+    with pytest.raises(ValueError, match="top_k"):
+        filter_logits(logits, top_k=0)
+    with pytest.raises(ValueError, match="top_p"):
+        filter_logits(logits, top_p=1.5)
+
+
+def test_sample_is_seeded_and_follows_the_table() -> None:
+    table = {"": {"A": 0.7, "B": 0.3}, "A": {"<eos>": 1.0}, "B": {"<eos>": 1.0}}
+    dec = TableDecoder(table)
+    a = sample(dec, 4000, 2, seed=123)
+    b = sample(dec, 4000, 2, seed=123)
+    assert torch.equal(a, b)
+    frac_a = (a[:, 0] == dec.stoi["A"]).double().mean().item()
+    assert frac_a == pytest.approx(0.7, abs=0.03)  # 4000 draws: std 0.007
+    greedy_like = sample(dec, 100, 2, seed=1, top_k=1)
+    assert (greedy_like[:, 0] == dec.stoi["A"]).all()
+    assert (a[:, 1] == dec.eos_id).all()
+
+
+def test_low_temperature_approaches_greedy() -> None:
+    dec = TableDecoder(random_table(7, 3))
+    cold = sample(dec, 50, 3, temperature=1e-3, seed=0)
+    assert (cold == greedy(dec, None, 3)[0, : cold.shape[1]]).all()
+    with pytest.raises(ValueError, match="temperature"):
+        sample(dec, 1, 3, temperature=0.0)
+
+
+def test_table_decoder_validates_the_table() -> None:
+    with pytest.raises(ValueError, match="sum to 1"):
+        TableDecoder({"": {"A": 0.5, "B": 0.4}})
+    with pytest.raises(ValueError, match="no distribution for prefix 'A'"):
+        greedy(TableDecoder({"": {"A": 1.0}}), None, 2)
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(TableDecoder({"": {"A": 1.0}}), None, beam_size=0, max_len=2)
+    with pytest.raises(ValueError, match="max_len"):
+        greedy(TableDecoder({"": {"A": 1.0}}), None, 0)
+
+
+# ----------------------------------------------------------------------------------------
+# On a real (untrained, seeded) Transformer through its KV cache
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    from lecturekit import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(
+        src_vocab_size=9,
+        tgt_vocab_size=6,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_encoder_layers=1,
+        n_decoder_layers=2,
+        dropout=0.0,
+    )
+    model = Transformer(cfg).eval()
+    # sharpen the output layer so the distributions are far from uniform
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    src = torch.tensor([[4, 5, 6, 7, 8], [3, 4, 5, 0, 0]])
+    return model, src
+
+
+def test_transformer_cached_equals_uncached(tiny_model) -> None:
+    model, src = tiny_model
+    cached = greedy(model, src, 6, return_scores=True)
+    uncached = greedy(model, src, 6, return_scores=True, use_cache=False)
+    assert torch.equal(cached[0], uncached[0])
+    assert torch.allclose(cached[1], uncached[1], atol=1e-5)
+    b1 = beam_search(model, src, 3, 5, n_best=3)
+    b2 = beam_search(model, src, 3, 5, n_best=3, use_cache=False)
+    for r1, r2 in zip(b1, b2, strict=True):
+        assert [h.tokens for h in r1] == [h.tokens for h in r2]
+        assert [h.score for h in r1] == pytest.approx([h.score for h in r2], rel=1e-5, abs=1e-4)
+
+
+def test_transformer_beam_scores_match_teacher_forced_log_probs(tiny_model) -> None:
+    model, src = tiny_model
+    for b, hyps in enumerate(beam_search(model, src, 3, 5, n_best=3)):
+        for hyp in hyps:
+            tgt_in = torch.tensor([[model.config.bos_id, *hyp.tokens[:-1]]])
+            log_probs = torch.log_softmax(model(src[b : b + 1], tgt_in).double(), -1)[0]
+            expected = log_probs[torch.arange(len(hyp.tokens)), hyp.tokens].sum().item()
+            assert hyp.log_prob == pytest.approx(expected, abs=1e-4)
+
+
+def test_transformer_wide_beam_equals_exhaustive(tiny_model) -> None:
+    model, src = tiny_model
+    exact = exhaustive_search(model, src, 3, n_best=2)
+    wide = beam_search(model, src, beam_size=27, max_len=3, n_best=2)
+    for e, w in zip(exact, wide, strict=True):
+        assert [h.tokens for h in e] == [h.tokens for h in w]
+        assert [h.score for h in e] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
+
+
+def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(tiny_model) -> None:
+    model, src = tiny_model
+    tokens = greedy(model, src, 6)
+    for b, hyps in enumerate(beam_search(model, src, 1, 6)):
+        assert hyps[0].tokens == [t for t in tokens[b].tolist() if t != model.config.pad_id]
+    s1 = sample(model, src, 6, temperature=1.3, top_p=0.9, seed=5)
+    s2 = sample(model, src, 6, temperature=1.3, top_p=0.9, seed=5)
+    assert torch.equal(s1, s2)
+    assert TransformerDecoder(model).vocab_size == 6
