@@ -1,4 +1,4 @@
-"""Fused LayerNorm kernel (forward and backward) vs a float64 reference (Triton interpreter)."""
+"""Fused LayerNorm kernel (forward and backward) vs a float64 reference."""
 
 import pytest
 import torch
@@ -10,22 +10,22 @@ from lecturekit.kernels.layernorm import layer_norm, layer_norm_reference
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 1), (3, 17), (2, 5, 97), (11, 40)])
-def test_layer_norm_forward_backward(dtype, shape):
+def test_layer_norm_forward_backward(device, dtype, shape):
     n = shape[-1]
-    x = (torch.randn(shape, dtype=torch.float64) * 2 + 1).to(dtype).requires_grad_()
-    w = torch.randn(n, dtype=torch.float64).to(dtype).requires_grad_()
-    b = torch.randn(n, dtype=torch.float64).to(dtype).requires_grad_()
+    x = (torch.randn(shape, dtype=torch.float64) * 2 + 1).to(device, dtype).requires_grad_()
+    w = torch.randn(n, dtype=torch.float64).to(device, dtype).requires_grad_()
+    b = torch.randn(n, dtype=torch.float64).to(device, dtype).requires_grad_()
     y = layer_norm(x, w, b, eps=1e-5)
 
-    refs = [t.detach().double().requires_grad_() for t in (x, w, b)]
+    refs = [t.detach().cpu().double().requires_grad_() for t in (x, w, b)]
     y_ref = layer_norm_reference(*refs, eps=1e-5)
     torch_in = [t.detach().clone().requires_grad_() for t in (x, w, b)]
     y_torch = F.layer_norm(torch_in[0], (n,), torch_in[1], torch_in[2], eps=1e-5)
 
     dy = torch.randn_like(y_ref)
-    y.backward(dy.to(dtype))
+    y.backward(dy.to(device, dtype))
     y_ref.backward(dy)
-    y_torch.backward(dy.to(dtype))
+    y_torch.backward(dy.to(device, dtype))
     assert y.dtype == dtype
     assert_within_torch_error("y", y, y_ref, y_torch)
     for name, got, ref, tor in zip(("dx", "dw", "db"), (x, w, b), refs, torch_in, strict=True):
@@ -33,18 +33,17 @@ def test_layer_norm_forward_backward(dtype, shape):
 
 
 def test_layer_norm_reference_matches_torch():
-    x, w, b = torch.randn(4, 9, dtype=torch.float64), torch.randn(9), torch.randn(9)
-    torch.testing.assert_close(
-        layer_norm_reference(x, w.double(), b.double()),
-        F.layer_norm(x, (9,), w.double(), b.double()),
-    )
+    x, w, b = (torch.randn(s, dtype=torch.float64) for s in ((4, 9), (9,), (9,)))
+    torch.testing.assert_close(layer_norm_reference(x, w, b), F.layer_norm(x, (9,), w, b))
 
 
-def test_layer_norm_without_affine_and_strided_rows():
-    x = torch.randn(6, 32)[:, :24]  # rows with stride 32
+def test_layer_norm_without_affine_and_strided_rows(device):
+    x = torch.randn(6, 32, device=device)[:, :24]  # rows with stride 32
     torch.testing.assert_close(layer_norm(x, None, None), F.layer_norm(x, (24,)))
 
 
-def test_layer_norm_bad_weight_raises():
+def test_layer_norm_bad_arguments_raise(device):
     with pytest.raises(ValueError, match="weight must have shape"):
-        layer_norm(torch.randn(2, 8), torch.ones(7), torch.zeros(8))
+        layer_norm(torch.randn(2, 8, device=device), torch.ones(7, device=device), None)
+    with pytest.raises(ValueError, match="eps must be positive"):
+        layer_norm(torch.randn(2, 8, device=device), None, None, eps=0.0)

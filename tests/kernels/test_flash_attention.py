@@ -1,0 +1,124 @@
+"""FlashAttention forward and backward vs a float64 PyTorch reference."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _kernel_testing import assert_within_torch_error, interpreting
+
+import lecturekit.kernels as kernels
+from lecturekit.kernels.flash_attention import attention_reference, flash_attention
+
+FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
+BF16_ON_GPU_ONLY = pytest.mark.skipif(
+    interpreting(), reason="Triton's interpreter computes bf16 wrongly; bf16 is tested on a GPU"
+)
+
+# (batch, heads, Nq, Nk, head dim, causal, key padding, dtype, block size)
+CASES = [
+    (2, 2, 1, 1, 16, False, False, FP32, None),
+    (2, 2, 17, 17, 16, True, True, FP32, None),
+    (2, 1, 97, 97, 64, True, False, FP32, None),
+    (2, 2, 17, 97, 40, False, True, FP32, None),  # cross attention, Nq < Nk
+    (2, 1, 97, 17, 40, True, True, FP32, None),  # Nq > Nk
+    (2, 1, 33, 40, 16, True, True, FP32, 16),  # smallest tiles
+    (1, 1, 17, 17, 128, False, False, FP32, None),
+    (2, 2, 17, 17, 40, False, True, FP16, None),
+    (2, 1, 97, 33, 64, True, True, FP16, None),
+    (2, 2, 1, 17, 64, False, True, FP16, None),  # one query: an incremental decoding step
+    pytest.param(2, 2, 97, 97, 64, True, True, BF16, None, marks=BF16_ON_GPU_ONLY),
+    pytest.param(2, 2, 17, 97, 128, False, True, BF16, None, marks=BF16_ON_GPU_ONLY),
+]
+
+
+def _model_layout(batch, heads, n, dim, dtype, device):
+    """(B, H, N, D) views of a (B, N, H, D) tensor: non-contiguous, as the model passes them."""
+    x = torch.randn(batch, n, heads, dim, dtype=torch.float64)
+    return x.to(device, dtype).transpose(1, 2).detach().requires_grad_()
+
+
+def _padding(batch, n_k, device):
+    """Row 0: random padding; row 1: all padding (its queries attend to nothing)."""
+    mask = torch.rand(batch, n_k) < 0.3
+    mask[0, 0] = False
+    if batch > 1:
+        mask[1] = True
+    return mask.to(device)
+
+
+@pytest.mark.parametrize("batch, heads, n_q, n_k, dim, causal, padded, dtype, block", CASES)
+def test_flash_attention_matches_reference(
+    device, batch, heads, n_q, n_k, dim, causal, padded, dtype, block
+):
+    q = _model_layout(batch, heads, n_q, dim, dtype, device)
+    k = _model_layout(batch, heads, n_k, dim, dtype, device)
+    v = _model_layout(batch, heads, n_k, dim, dtype, device)
+    kpm = _padding(batch, n_k, device) if padded else None
+    scale = 0.8 / math.sqrt(dim)
+    out = flash_attention(
+        q, k, v, key_padding_mask=kpm, is_causal=causal, scale=scale, block_m=block, block_n=block
+    )
+
+    refs = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    kpm_cpu = kpm.cpu() if kpm is not None else None
+    out_ref = attention_reference(*refs, key_padding_mask=kpm_cpu, is_causal=causal, scale=scale)
+    same = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out_torch = attention_reference(*same, key_padding_mask=kpm, is_causal=causal, scale=scale)
+
+    d_out = torch.randn_like(out_ref)
+    out.backward(d_out.to(device, dtype))
+    out_ref.backward(d_out)
+    out_torch.backward(d_out.to(device, dtype))
+
+    assert out.dtype == dtype
+    assert_within_torch_error("out", out, out_ref, out_torch)
+    for name, got, ref, tor in zip(("dq", "dk", "dv"), (q, k, v), refs, same, strict=True):
+        assert_within_torch_error(name, got.grad, ref.grad, tor.grad)
+    if padded and batch > 1:  # fully padded source: zeros out, zero gradients, no NaN
+        assert (out[1] == 0).all()
+        assert (q.grad[1] == 0).all() and (k.grad[1] == 0).all() and (v.grad[1] == 0).all()
+
+
+@pytest.mark.skipif(not interpreting(), reason="checks the interpreter's bf16 -> fp32 path")
+def test_interpreter_upcasts_bf16_after_loading(device):
+    """Under the interpreter bf16 blocks are converted to fp32 right after loading."""
+    q, k, v = (torch.randn(1, 2, 17, 16).to(BF16) for _ in range(3))
+    out = flash_attention(q, k, v, is_causal=True)
+    ref = attention_reference(q.double(), k.double(), v.double(), is_causal=True)
+    assert out.dtype == BF16
+    # only the final rounding to bf16 remains: half a bf16 ulp of values of size <= ~4
+    assert (out.double() - ref).abs().max().item() <= 4 * 2.0**-8
+
+
+def test_reference_matches_sdpa():
+    q, k, v = (torch.randn(2, 3, 9, 8, dtype=torch.float64) for _ in range(3))
+    for causal in (False, True):
+        torch.testing.assert_close(
+            attention_reference(q, k, v, is_causal=causal),
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        )
+
+
+def test_public_wrapper_uses_default_scale(device):
+    q, k, v = (torch.randn(1, 2, 5, 24, device=device) for _ in range(3))
+    mask = torch.tensor([[False, False, True, False, True]], device=device)
+    torch.testing.assert_close(
+        kernels.attention(q, k, v, key_padding_mask=mask),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=~mask[:, None, None, :]),
+    )
+
+
+def test_bad_arguments_raise(device):
+    q = torch.randn(1, 2, 5, 16, device=device)
+    with pytest.raises(ValueError, match="matching q"):
+        flash_attention(q, q[:, :1], q[:, :1])
+    with pytest.raises(TypeError, match="key_padding_mask must be a bool"):
+        flash_attention(q, q, q, key_padding_mask=torch.zeros(1, 5, device=device))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(1, 5\)"):
+        flash_attention(q, q, q, key_padding_mask=torch.zeros(1, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="head dim"):
+        big = torch.randn(1, 1, 3, 160, device=device)
+        flash_attention(big, big, big)
+    with pytest.raises(TypeError, match="share a dtype"):
+        flash_attention(q, q.half(), q)
