@@ -1,0 +1,165 @@
+import dataclasses
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from lecturekit import plotting as P
+
+
+@pytest.fixture
+def no_warnings():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "Glyph" in m or "missing" in m], messages
+
+
+def _draw(fig):
+    fig.canvas.draw()
+    return fig
+
+
+def test_cjk_font_registered_and_renders_without_missing_glyphs(no_warnings):
+    assert P.CJK_FONT_NAME == "Noto Sans CJK SC"
+    assert P.cjk_font_path().is_file()
+    assert P.CJK_FONT_NAME in matplotlib.rcParams["font.family"]
+    assert P.setup_fonts() == P.CJK_FONT_NAME  # idempotent
+    fig, ax = matplotlib.pyplot.subplots()
+    ax.set_title("自注意力 (self-attention)：两万零四百八十一，二〇二一年")
+    ax.set_xlabel("位置 −1 → 2")
+    ax.plot([-1, 1])
+    _draw(fig)
+    matplotlib.pyplot.close(fig)
+
+
+def test_missing_glyph_warning_is_detected_without_the_fallback():
+    """The check above can fail: with DejaVu Sans alone, Chinese glyphs are missing."""
+    with matplotlib.rc_context({"font.family": ["DejaVu Sans"]}):
+        fig, ax = matplotlib.pyplot.subplots()
+        ax.set_title("注意力")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.canvas.draw()
+        matplotlib.pyplot.close(fig)
+    assert any("Glyph" in str(w.message) for w in caught)
+
+
+def test_plot_attention_shows_weights_and_tokens(no_warnings):
+    weights = torch.softmax(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), -1)
+    fig = P.plot_attention(
+        weights, list("abcd"), ["<bos>", "两", "万"], title="注意力", annotate=True
+    )
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), weights.double().numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["<bos>", "两", "万"]
+    assert sum(t.get_text() == f"{weights[0, 0]:.2f}" for t in ax.texts) >= 1
+    _draw(fig)
+    with pytest.raises(ValueError, match="src_tokens has 3 tokens"):
+        P.plot_attention(weights, list("abc"))
+    with pytest.raises(ValueError, match="2-D"):
+        P.plot_attention(torch.ones(2, 3, 4))
+
+
+def test_plot_attention_heads_grid(no_warnings):
+    layers = [torch.rand(2, 4, 5, 6) for _ in range(3)]  # 3 layers of (B, H, T, S)
+    fig = P.plot_attention_heads(layers, list("abcdef"), list("vwxyz"), example=1)
+    assert len(fig.axes) == 3 * 4
+    np.testing.assert_allclose(fig.axes[4 + 2].images[0].get_array(), layers[1][1, 2].numpy())
+    assert "第 2 层 · 头 3" in fig.axes[6].get_title()
+    sub = P.plot_attention_heads(layers[0][0], heads=[1, 3])
+    assert len(sub.axes) == 2
+    np.testing.assert_allclose(sub.axes[1].images[0].get_array(), layers[0][0, 3].numpy())
+    _draw(fig)
+    with pytest.raises(ValueError, match="heads contains 4"):
+        P.plot_attention_heads(layers, heads=[4])
+    with pytest.raises(ValueError, match="example=5"):
+        P.plot_attention_heads(layers, example=5)
+    with pytest.raises(ValueError, match=r"\(H, T, S\)"):
+        P.plot_attention_heads(torch.ones(4, 5))
+
+
+def test_plot_history_from_mapping_and_dataclass(no_warnings):
+    history = {
+        "step": [1, 2, 3, 4],
+        "loss": [3.0, 2.0, 1.5, 1.0],
+        "token_accuracy": [0.1, 0.4, 0.6, 0.8],
+        "lr": [1e-4, 2e-4, 3e-4, 4e-4],
+        "eval_step": [2, 4],
+        "valid_exact_match": [0.2, 0.9],
+    }
+    fig = P.plot_history(history)
+    assert len(fig.axes) == 3  # loss, accuracy (2 lines), learning rate
+    lines = {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
+    assert list(lines["loss"].get_ydata()) == history["loss"]
+    assert list(lines["valid_exact_match"].get_xdata()) == [2, 4]
+    assert list(lines["token_accuracy"].get_xdata()) == [1, 2, 3, 4]
+    _draw(fig)
+
+    @dataclasses.dataclass
+    class History:
+        loss: list = dataclasses.field(default_factory=lambda: [float(10 - i) for i in range(100)])
+        seconds: float = 1.0
+
+    fig = P.plot_history(History(), smooth=10)
+    y = fig.axes[0].get_lines()[0].get_ydata()
+    assert y[0] == 10.0 and y[-1] == pytest.approx(np.mean([10 - i for i in range(90, 100)]))
+    with pytest.raises(ValueError, match="not in history"):
+        P.plot_history(history, keys=["bleu"])
+    with pytest.raises(TypeError, match="mapping"):
+        P.plot_history([1, 2, 3])
+
+
+def test_positional_encoding_mask_distribution_error_curves(no_warnings):
+    pe = torch.sin(torch.arange(20.0)[:, None] / (10.0 ** torch.arange(8.0)))
+    fig = P.plot_positional_encoding(pe[None])
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), pe.double().numpy())
+    _draw(fig)
+    mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
+    fig = P.plot_mask(mask, list("我爱你们"), list("我爱你们"), title="因果掩码 (causal mask)")
+    assert sum(t.get_text() == "×" for t in fig.axes[0].texts) == 6
+    _draw(fig)
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    fig = P.plot_token_distribution(probs, ["猫", "狗", "鱼"], compare=torch.tensor([1.0, 0, 0]))
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == pytest.approx([0.5, 0.3, 0.2, 1.0, 0.0, 0.0])
+    _draw(fig)
+    fig = P.plot_error_by_position({"teacher forcing": [0.0, 0.1, 0.3]})
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [0.0, 0.1, 0.3]
+    _draw(fig)
+    with pytest.raises(ValueError, match=r"\(L, D\)"):
+        P.plot_positional_encoding(torch.ones(5))
+    with pytest.raises(ValueError, match="compare"):
+        P.plot_token_distribution(probs, compare=torch.ones(4))
+
+
+def test_plot_beam_tree(no_warnings):
+    steps = [
+        [((5,), -0.4), ((6,), -0.9)],
+        [((5, 6), -0.9), ((5, 5), -1.5), ((6, 6), -1.0)],
+        [((6, 6, 2), -1.1), ((5, 6, 2), -1.6)],
+    ]
+    fig = P.plot_beam_tree(steps, token_labels={5: "A", 6: "B", 2: "<eos>"})
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(texts) == 1 + 7 and "A\n-0.40" in texts and "<eos>\n-1.10" in texts
+    red = [line for line in fig.axes[0].get_lines() if line.get_color() == "#d62728"]
+    assert len(red) == 3  # the path <bos> -> B -> B -> <eos> of the best hypothesis
+    grey = [line for line in fig.axes[0].get_lines() if line.get_color() == "#aaaaaa"]
+    assert len(grey) == 1  # (5, 5) has no child: dropped from the beam
+    _draw(fig)
+
+    @dataclasses.dataclass
+    class Hyp:
+        tokens: list
+        score: float
+
+    fig = P.plot_beam_tree([[Hyp([1], -0.1)], [Hyp([1, 2], -0.3)]], best=[1, 2])
+    assert len(fig.axes[0].texts) == 3
+    with pytest.raises(ValueError, match="length 2"):
+        P.plot_beam_tree([[((1,), 0.0)], [((1,), 0.0)]])
