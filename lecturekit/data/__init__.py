@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "SPECIAL_TOKENS": "lecturekit.data.vocab",
     "Vocab": "lecturekit.data.vocab",
     "CharVocab": "lecturekit.data.vocab",
+    "BPE": "lecturekit.data.bpe",
     "WordVocab": "lecturekit.data.vocab",
     "TASKS": "lecturekit.data.tasks",
     "TaskData": "lecturekit.data.tasks",
@@ -31,6 +32,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "BPE",
     "BOS_ID",
     "Batch",
     "BucketBatchSampler",
@@ -72,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers only
         make_loader,
         pad_sequences,
     )
+    from lecturekit.data.bpe import BPE
     from lecturekit.data.tasks import TASKS, TaskData, list_tasks, make_task, number_to_chinese
     from lecturekit.data.vocab import (
         BOS_ID,

@@ -1,0 +1,172 @@
+"""Byte-pair encoding (BPE) from scratch, for reading rather than speed (Sennrich et al., 2016).
+
+Idea: start from single characters and repeatedly merge the most frequent adjacent pair into
+a new symbol. Frequent words end up as one token, rare words as a few pieces, and no word is
+ever out of vocabulary (any text can fall back to characters).
+
+Text is first cut into "words" that merges never cross. As in SentencePiece, a space is
+kept as the visible marker ``▁`` at the start of the word that follows it, so that decoding
+is just concatenation and any text (several spaces, newlines, Chinese without spaces)
+round-trips exactly::
+
+    "low lower"  ->  words "▁low", "▁lower"  ->  tokens e.g. ["▁low", "▁low", "er"]
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lecturekit.data.vocab import SPECIAL_TOKENS, UNK_ID
+
+SPACE = "▁"  # U+2581, SentencePiece's marker for "a space came before this"
+
+
+def pretokenize(text: str) -> list[str]:
+    """Cut text into the words that merges stay inside: ``"a  b"`` -> ``["▁a", "▁", "▁b"]``.
+
+    A ``▁`` is put in front of the text and replaces every space; each word starts at a ``▁``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if SPACE in text:
+        raise ValueError(f"text must not contain the space marker {SPACE!r} (U+2581)")
+    marked = SPACE + text.replace(" ", SPACE)
+    return re.findall(f"{SPACE}[^{SPACE}]*", marked)
+
+
+def _merge_pair(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+    """Replace every adjacent occurrence of ``pair`` in ``symbols`` by the merged symbol."""
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+@dataclass
+class BPE:
+    """A learned BPE model: the base alphabet and the merges in the order they were learned.
+
+    ``merge_counts[i]`` is how often ``merges[i]`` occurred when it was chosen (for tables in
+    the book). Build one with ``BPE.train(corpus, num_merges)``.
+    """
+
+    alphabet: list[str]
+    merges: list[tuple[str, str]]
+    merge_counts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ranks = {pair: rank for rank, pair in enumerate(self.merges)}
+        self.tokens = [*SPECIAL_TOKENS, *self.alphabet, *(a + b for a, b in self.merges)]
+        self.token_to_id: dict[str, int] = {}
+        for index, token in enumerate(self.tokens):
+            self.token_to_id.setdefault(token, index)
+
+    @classmethod
+    def train(cls, corpus: Iterable[str], num_merges: int, min_count: int = 2) -> BPE:
+        """Learn up to ``num_merges`` merges from ``corpus`` (an iterable of texts).
+
+        Each round counts every adjacent symbol pair over all words (weighted by how often the
+        word occurs), merges the most frequent pair everywhere, and records it. Ties go to
+        the pair that sorts first, so training is deterministic. Stops early when the best
+        pair occurs fewer than ``min_count`` times.
+        """
+        if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
+            raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
+        if isinstance(corpus, str):
+            raise TypeError("corpus must be an iterable of texts, got a single str")
+        word_counts = Counter(word for text in corpus for word in pretokenize(text))
+        if not word_counts:
+            raise ValueError("corpus is empty")
+        splits = {word: list(word) for word in word_counts}
+        alphabet = sorted({ch for word in word_counts for ch in word})
+        merges, counts = [], []
+        for _ in range(num_merges):
+            pair_counts: Counter[tuple[str, str]] = Counter()
+            for word, count in word_counts.items():
+                symbols = splits[word]
+                for pair in zip(symbols, symbols[1:], strict=False):
+                    pair_counts[pair] += count
+            if not pair_counts:
+                break  # every word is a single symbol already
+            best = min(pair_counts, key=lambda p: (-pair_counts[p], p))
+            if pair_counts[best] < min_count:
+                break
+            merges.append(best)
+            counts.append(pair_counts[best])
+            splits = {word: _merge_pair(symbols, best) for word, symbols in splits.items()}
+        return cls(alphabet=alphabet, merges=merges, merge_counts=counts)
+
+    def encode_word(self, word: str) -> list[str]:
+        """Split one pre-tokenized word: apply learned merges, earliest learned first."""
+        symbols = list(word)
+        while len(symbols) > 1:
+            pairs = zip(symbols, symbols[1:], strict=False)
+            best = min(pairs, key=lambda p: self.ranks.get(p, len(self.ranks)))
+            if best not in self.ranks:
+                break  # no learned merge applies any more
+            symbols = _merge_pair(symbols, best)
+        return symbols
+
+    def encode(self, text: str) -> list[str]:
+        """Text -> subword tokens (strings)."""
+        return [token for word in pretokenize(text) for token in self.encode_word(word)]
+
+    def decode(self, tokens: Sequence[str]) -> str:
+        """Subword tokens -> text; exact inverse of ``encode``."""
+        if isinstance(tokens, str):
+            raise TypeError("tokens must be a sequence of str tokens, got a single str")
+        for token in tokens:
+            if not isinstance(token, str):
+                raise TypeError(f"tokens must be str, got {type(token).__name__} {token!r}")
+        text = "".join(tokens).replace(SPACE, " ")
+        # encode put one marker in front of the text; a model's output may lack it
+        return text[1:] if text.startswith(" ") else text
+
+    def encode_ids(self, text: str) -> list[int]:
+        """Text -> token ids (special tokens first, then alphabet, then merges in order).
+
+        Characters never seen in training become ``<unk>`` (id 3).
+        """
+        return [self.token_to_id.get(token, UNK_ID) for token in self.encode(text)]
+
+    def decode_ids(self, ids: Iterable[int]) -> str:
+        """Ids -> text; special tokens are skipped."""
+        tokens = []
+        for index in ids:
+            index = int(index)
+            if not 0 <= index < len(self.tokens):
+                raise ValueError(
+                    f"id {index} is outside the BPE vocabulary [0, {len(self.tokens)})"
+                )
+            if index >= len(SPECIAL_TOKENS):
+                tokens.append(self.tokens[index])
+        return self.decode(tokens) if tokens else ""
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form, e.g. for JSON or checkpoints."""
+        return {
+            "alphabet": list(self.alphabet),
+            "merges": [list(p) for p in self.merges],
+            "merge_counts": list(self.merge_counts),
+        }
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> BPE:
+        """Inverse of ``to_dict``."""
+        return cls(
+            alphabet=list(state["alphabet"]),
+            merges=[tuple(p) for p in state["merges"]],
+            merge_counts=list(state.get("merge_counts", [])),
+        )

@@ -1,0 +1,84 @@
+import random
+
+import pytest
+
+from lecturekit.data import BPE, UNK_ID
+from lecturekit.data.bpe import SPACE, pretokenize
+
+CORPUS = ["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3
+
+
+def test_first_merges_by_hand():
+    # pair counts of the classic example (Sennrich et al.): e-s and s-t occur 6+3 = 9 times,
+    # the tie goes to ("e", "s"); then "es"-"t" (9); then l-o, o-w and ▁-l tie at 7 and
+    # ("l", "o") sorts first (▁ is U+2581, after the Latin letters)
+    bpe = BPE.train(CORPUS, num_merges=3)
+    assert bpe.merges == [("e", "s"), ("es", "t"), ("l", "o")]
+    assert bpe.merge_counts == [9, 9, 7]
+    assert bpe.encode("lowest") == [SPACE, "lo", "w", "est"]
+
+
+def test_training_segmentation_equals_encoding():
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcab ") for _ in range(rng.randint(1, 9))) for _ in range(300)]
+    bpe = BPE.train(words, num_merges=40)
+    assert len(bpe.merges) > 10
+    # replay training: apply every merge, in order, to every word
+    for word in {w for text in words for w in pretokenize(text)}:
+        symbols = list(word)
+        for a, b in bpe.merges:
+            out, i = [], 0
+            while i < len(symbols):
+                if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            symbols = out
+        assert bpe.encode_word(word) == symbols
+
+
+def test_round_trip_on_arbitrary_text():
+    bpe = BPE.train(["the cat sat on the mat", "两万零四百八十一", "the the the"], 30)
+    rng = random.Random(1)
+    alphabet = "the casmo两万零一 \n\tXYZ"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        tokens = bpe.encode(text)
+        assert bpe.decode(tokens) == text
+        assert "".join(tokens).replace(SPACE, " ")[1:] == text
+    assert bpe.encode("the") == [f"{SPACE}the"]  # a frequent word becomes one token
+    assert pretokenize("a  b") == [f"{SPACE}a", SPACE, f"{SPACE}b"]
+
+
+def test_ids_round_trip_and_unknown_characters():
+    bpe = BPE.train(["abab abab", "abc"], 5)
+    ids = bpe.encode_ids("abab c")
+    assert bpe.decode_ids(ids) == "abab c"
+    assert all(4 <= i < len(bpe) for i in ids)
+    assert bpe.encode_ids("z") == [bpe.token_to_id[SPACE], UNK_ID]
+    with pytest.raises(ValueError, match="outside"):
+        bpe.decode_ids([len(bpe)])
+
+
+def test_more_merges_give_fewer_tokens_and_serialise():
+    texts = ["low lower lowest newer newest wider widest"] * 3
+    lengths = [len(BPE.train(texts, n).encode(texts[0])) for n in (0, 5, 10, 20)]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] > lengths[-1]
+    bpe = BPE.train(texts, 10)
+    again = BPE.from_dict(bpe.to_dict())
+    assert again.encode(texts[0]) == bpe.encode(texts[0]) and again.tokens == bpe.tokens
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="single str"):
+        BPE.train("abc", 3)
+    with pytest.raises(ValueError, match="num_merges"):
+        BPE.train(["abc"], -1)
+    with pytest.raises(ValueError, match="empty"):
+        BPE.train([], 3)
+    with pytest.raises(ValueError, match="U\\+2581"):
+        pretokenize(f"a{SPACE}b")
+    with pytest.raises(TypeError, match="text must be a str"):
+        BPE.train(["ab"], 1).encode(3)
