@@ -14,7 +14,8 @@ near copy bandwidth.
 
 Forward algorithm
 -----------------
-One program per row: load the row into registers (``BLOCK_N >= N``, fp32 math), compute the
+One program per tile of ``ROWS`` rows (several rows when ``N`` is small, so that each program
+has enough work): load the tile into registers (``BLOCK_N >= N``, fp32 math), compute each row's
 mean, the centred values ``xc``, the variance ``mean(xc^2)`` (two reductions over registers,
 numerically safer than ``E[x^2] - E[x]^2``), ``rstd = 1/sqrt(var + eps)``, then
 ``y = xc * rstd * w + b``. ``mean`` and ``rstd`` are saved for the backward pass
@@ -75,24 +76,27 @@ def _layer_norm_fwd_kernel(
     MEAN,  # saved row means (M,), fp32
     RSTD,  # saved row 1/std (M,), fp32
     stride_x,  # row stride of X, in elements
+    n_rows,  # M
     n_cols,  # N
     eps,  # added to the variance
+    ROWS: tl.constexpr,  # rows per program (power of two)
     BLOCK_N: tl.constexpr,  # power of two >= N
 ):
-    row = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
-    in_row = cols < n_cols
-    x = tl.load(X + row * stride_x + cols, mask=in_row, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / n_cols
-    xc = tl.where(in_row, x - mean, 0.0)  # padding lanes must not enter the variance
-    var = tl.sum(xc * xc, axis=0) / n_cols
+    row_ok = rows < n_rows
+    ok = row_ok[:, None] & (cols[None, :] < n_cols)
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    xc = tl.where(ok, x - mean[:, None], 0.0)  # padding lanes must not enter the variance
+    var = tl.sum(xc * xc, axis=1) / n_cols
     rstd = 1.0 / tl.sqrt(var + eps)
-    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=in_row, other=0.0).to(tl.float32)
-    y = xc * rstd * w + b
-    tl.store(Y + row * n_cols + cols, y.to(Y.dtype.element_ty), mask=in_row)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+    w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    tl.store(Y + rows[:, None] * n_cols + cols[None, :], y.to(Y.dtype.element_ty), mask=ok)
+    tl.store(MEAN + rows, mean, mask=row_ok)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
 @triton.jit
@@ -108,32 +112,38 @@ def _layer_norm_bwd_dx_kernel(
     stride_x,  # row stride of X
     n_rows,  # M
     n_cols,  # N
-    rows_per_program,  # chunk of rows handled by one program
+    rows_per_program,  # chunk of rows handled by one program (a multiple of ROWS)
+    ROWS: tl.constexpr,  # rows per step (power of two)
     BLOCK_N: tl.constexpr,
 ):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
-    in_row = cols < n_cols
-    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
-    dw_acc = tl.zeros([BLOCK_N], tl.float32)
-    db_acc = tl.zeros([BLOCK_N], tl.float32)
+    col_ok = cols < n_cols
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([ROWS, BLOCK_N], tl.float32)
+    db_acc = tl.zeros([ROWS, BLOCK_N], tl.float32)
     row_start = pid.to(tl.int64) * rows_per_program  # 64-bit: M * N may exceed 2**31
     row_end = tl.minimum(row_start + rows_per_program, n_rows)
-    for row in range(row_start, row_end):
-        x = tl.load(X + row * stride_x + cols, mask=in_row, other=0.0).to(tl.float32)
-        dy = tl.load(DY + row * n_cols + cols, mask=in_row, other=0.0).to(tl.float32)
-        mean = tl.load(MEAN + row)
-        rstd = tl.load(RSTD + row)
-        xhat = tl.where(in_row, (x - mean) * rstd, 0.0)
-        g = w * dy
-        mean_g = tl.sum(g, axis=0) / n_cols
-        mean_gx = tl.sum(g * xhat, axis=0) / n_cols
-        dx = rstd * (g - mean_g - xhat * mean_gx)
-        tl.store(DX + row * n_cols + cols, dx.to(DX.dtype.element_ty), mask=in_row)
+    for first in range(row_start, row_end, ROWS):
+        rows = first + tl.arange(0, ROWS)
+        row_ok = rows < row_end
+        ok = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
+        dy = tl.load(DY + rows[:, None] * n_cols + cols[None, :], mask=ok, other=0.0)
+        x = x.to(tl.float32)
+        dy = dy.to(tl.float32)
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = w[None, :] * dy
+        mean_g = tl.sum(g, axis=1) / n_cols
+        mean_gx = tl.sum(g * xhat, axis=1) / n_cols
+        dx = rstd[:, None] * (g - mean_g[:, None] - xhat * mean_gx[:, None])
+        tl.store(DX + rows[:, None] * n_cols + cols[None, :], dx.to(DX.dtype.element_ty), mask=ok)
         dw_acc += dy * xhat
         db_acc += dy
-    tl.store(DW_PARTIAL + pid * n_cols + cols, dw_acc, mask=in_row)
-    tl.store(DB_PARTIAL + pid * n_cols + cols, db_acc, mask=in_row)
+    tl.store(DW_PARTIAL + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
+    tl.store(DB_PARTIAL + pid * n_cols + cols, tl.sum(db_acc, axis=0), mask=col_ok)
 
 
 @triton.jit
@@ -160,10 +170,15 @@ def _layer_norm_bwd_dwdb_kernel(
     tl.store(DB + cols, tl.sum(db, axis=0).to(DB.dtype.element_ty), mask=cols < n_cols)
 
 
+def _rows_per_tile(block_n: int) -> int:
+    """Rows per program: about 4096 elements per tile (fewer launches when N is small)."""
+    return max(1, min(16, 4096 // block_n))
+
+
 def _num_partials(n_rows: int, device: torch.device) -> int:
     """How many programs share the backward rows (and so how many partial dw/db rows)."""
     if interpreter_enabled() or device.type != "cuda":
-        return max(1, min(n_rows, 4))
+        return max(1, min(n_rows, 2))  # each program launch is slow in the interpreter
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     return max(1, min(n_rows, 4 * sms))
 
@@ -176,8 +191,9 @@ class _LayerNorm(torch.autograd.Function):
         y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device)
         mean = torch.empty(n_rows, dtype=torch.float32, device=x2d.device)
         rstd = torch.empty(n_rows, dtype=torch.float32, device=x2d.device)
+        rows = _rows_per_tile(block)
         if n_rows > 0:
-            _layer_norm_fwd_kernel[(n_rows,)](
+            _layer_norm_fwd_kernel[(triton.cdiv(n_rows, rows),)](
                 x2d,
                 y,
                 weight,
@@ -185,10 +201,12 @@ class _LayerNorm(torch.autograd.Function):
                 mean,
                 rstd,
                 x2d.stride(0),
+                n_rows,
                 n_cols,
                 float(eps),
+                ROWS=rows,
                 BLOCK_N=block,
-                num_warps=num_warps_for(block),
+                num_warps=num_warps_for(rows * block),
             )
         ctx.save_for_backward(x2d, weight, mean, rstd)
         ctx.bias_dtype = bias.dtype
@@ -204,8 +222,9 @@ class _LayerNorm(torch.autograd.Function):
         n_partials = _num_partials(n_rows, x2d.device)
         dw_partial = torch.zeros((n_partials, n_cols), dtype=torch.float32, device=x2d.device)
         db_partial = torch.zeros_like(dw_partial)
+        rows = _rows_per_tile(block)
         if n_rows > 0:
-            rows_per_program = triton.cdiv(n_rows, n_partials)
+            rows_per_program = triton.cdiv(triton.cdiv(n_rows, n_partials), rows) * rows
             _layer_norm_bwd_dx_kernel[(n_partials,)](
                 x2d,
                 dy,
@@ -219,8 +238,9 @@ class _LayerNorm(torch.autograd.Function):
                 n_rows,
                 n_cols,
                 rows_per_program,
+                ROWS=rows,
                 BLOCK_N=block,
-                num_warps=num_warps_for(block),
+                num_warps=num_warps_for(rows * block),
             )
         dw = torch.empty(n_cols, dtype=weight.dtype, device=x2d.device)
         db = torch.empty(n_cols, dtype=ctx.bias_dtype, device=x2d.device)

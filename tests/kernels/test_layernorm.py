@@ -9,7 +9,7 @@ from lecturekit.kernels.layernorm import layer_norm, layer_norm_reference
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 1), (3, 17), (2, 5, 97), (11, 40)])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17), (2, 5, 97), (11, 40), (37, 24)])
 def test_layer_norm_forward_backward(device, dtype, shape):
     n = shape[-1]
     x = (torch.randn(shape, dtype=torch.float64) * 2 + 1).to(device, dtype).requires_grad_()
