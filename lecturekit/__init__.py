@@ -36,6 +36,12 @@ _EXPORTS: dict[str, str] = {
     "greedy": "lecturekit.decoding",
     "beam_search": "lecturekit.decoding",
     "sample": "lecturekit.decoding",
+    "make_task": "lecturekit.data.tasks",
+    "TaskData": "lecturekit.data.tasks",
+    "CharVocab": "lecturekit.data.vocab",
+    "WordVocab": "lecturekit.data.vocab",
+    "Batch": "lecturekit.data.batching",
+    "collate": "lecturekit.data.batching",
 }
 
 _SUBMODULES = {
