@@ -1,0 +1,140 @@
+"""Attention masks, with the conventions of ``torch.nn.Transformer``.
+
+* A **boolean** mask marks what a query may NOT look at: ``True`` = masked out.
+* A **float** mask is *added* to the attention scores (``-inf`` = masked out).
+* ``causal_mask(T)`` is True above the diagonal: position t may not see t+1, t+2, ...
+  (masked self-attention, slides p30-p31).
+* ``padding_mask(tokens, pad_id)`` is True at padding tokens (the keys nobody should attend to).
+
+``torch.nn.functional.scaled_dot_product_attention`` uses the *opposite* boolean convention
+(True = allowed). This module is the one place that converts: ``merge_masks`` turns the
+torch.nn.Transformer-style masks into one additive float mask, which both the reference
+attention and ``scaled_dot_product_attention`` add to the scores unchanged.
+
+A query row whose keys are all masked has no defined softmax (0/0). The course defines its
+output as zeros (never NaN): see ``fully_masked_rows``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
+    """Boolean ``(T, T)`` mask, True above the diagonal (= the future, not allowed). p30-p31."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Boolean ``(B, S)`` mask, True where ``tokens (B, S)`` equals ``pad_id``."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must have shape (B, S), got {tuple(tokens.shape)}")
+    return tokens == pad_id
+
+
+def check_attn_mask(
+    mask: Tensor | None, name: str, batch: int, n_heads: int, tq: int, tk: int
+) -> None:
+    """Raise if ``mask`` is not a valid attention mask for ``(B, H, Tq, Tk)`` scores.
+
+    Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
+    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point.
+    """
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    shape = tuple(mask.shape)
+    ok = (
+        shape == (tq, tk)
+        or shape == (batch * n_heads, tq, tk)
+        or (
+            len(shape) == 4
+            and shape[0] in (1, batch)
+            and shape[1] in (1, n_heads)
+            and shape[2:] == (tq, tk)
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
+            f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
+        )
+
+
+def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) -> None:
+    """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask."""
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    if tuple(mask.shape) != (batch, tk):
+        raise ValueError(f"{name} must have shape (B, S)=({batch}, {tk}), got {tuple(mask.shape)}")
+
+
+def to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean mask (True = masked) -> float mask with -inf there; float masks pass through."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+            mask, float("-inf")
+        )
+    return mask.to(dtype)
+
+
+def merge_masks(
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+    batch: int,
+    n_heads: int,
+    tq: int,
+    tk: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor | None:
+    """One additive float mask, broadcastable to the scores ``(B, H, Tq, Tk)``, or None.
+
+    ``is_causal`` adds the causal mask only when no ``attn_mask`` is given: as in
+    ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint that the mask
+    is causal. The causal mask is aligned to the end (query i sees keys up to i + Tk - Tq), so
+    a block of new queries appended after cached keys sees all of them.
+    """
+    merged: Tensor | None = None
+    if attn_mask is not None:
+        merged = to_additive(attn_mask, dtype)
+        if merged.dim() == 3:  # (B*H, Tq, Tk) -> (B, H, Tq, Tk)
+            merged = merged.view(batch, n_heads, tq, tk)
+    elif is_causal:
+        future = torch.ones(tq, tk, dtype=torch.bool, device=device).triu(tk - tq + 1)
+        merged = to_additive(future, dtype)
+    if key_padding_mask is not None:
+        padding = to_additive(key_padding_mask, dtype)[:, None, None, :]  # (B, 1, 1, Tk)
+        merged = padding if merged is None else merged + padding
+    return merged
+
+
+def fully_masked_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """Find query rows with every key masked; make them harmless for the softmax.
+
+    Returns ``(mask, dead)``: ``dead`` is a bool tensor shaped like ``mask`` but with a last
+    dimension of 1 (True = every key of this row is masked), or None when there is no such
+    row; in the returned mask these rows are set to 0, so the softmax stays finite (a
+    uniform, never NaN, also in its gradient). The caller writes zeros to the dead rows' output.
+    """
+    if mask is None:
+        return None, None
+    dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
+    if not bool(dead.any()):
+        return mask, None
+    return mask.masked_fill(dead, 0.0), dead

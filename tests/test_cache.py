@@ -1,0 +1,108 @@
+"""KV cache: incremental decoding equals full recomputation; index_select for beam search."""
+
+import pytest
+import torch
+
+from lecturekit import KVCache, Transformer, TransformerConfig
+
+
+def make_model(**overrides):
+    fields = dict(
+        src_vocab_size=19,
+        tgt_vocab_size=21,
+        d_model=16,
+        n_heads=2,
+        d_ff=20,
+        n_encoder_layers=1,
+        n_decoder_layers=2,
+        dropout=0.0,
+    )
+    fields.update(overrides)
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(**fields)).eval()
+
+
+def data(batch=3, src_len=5, tgt_len=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, 19, (batch, src_len), generator=g)
+    src[0, 3:] = 0  # padding in one row
+    tgt = torch.randint(3, 21, (batch, tgt_len), generator=g)
+    tgt[:, 0] = 1  # BOS
+    return src, tgt
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(), dict(norm_first=True, attention_backend="sdpa"), dict(positional="learned")],
+)
+def test_cached_steps_equal_full_recomputation(overrides):
+    model = make_model(**overrides)
+    src, tgt = data()
+    with torch.no_grad():
+        full = model(src, tgt)  # (B, T, V)
+        memory = model.encode(src)
+        cache = model.init_cache(memory, src == 0)
+        assert len(cache) == 0 and cache.batch_size == 3
+        for t in range(tgt.size(1)):
+            step = model.decode_step(tgt[:, t], cache)
+            assert step.shape == (3, 21) and len(cache) == t + 1
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=0)
+    assert cache[0].self_keys.shape == (3, 2, 6, 8)
+    assert cache[1].cross_keys.shape == (3, 2, 5, 8)
+
+
+def test_index_select_reorders_rows():
+    model = make_model()
+    src, tgt = data()
+    with torch.no_grad():
+        memory = model.encode(src)
+        cache = model.init_cache(memory, src == 0)
+        for t in range(3):
+            model.decode_step(tgt[:, t], cache)
+        index = torch.tensor([2, 2, 0, 1])
+        selected = cache.index_select(index)
+        assert isinstance(selected, KVCache) and len(selected) == 3 and selected.batch_size == 4
+        torch.testing.assert_close(selected[1].self_values, cache[1].self_values[index])
+        assert torch.equal(selected.memory_key_padding_mask, (src == 0)[index])
+        # continue both: the selected cache gives the rows of the original
+        original = model.decode_step(tgt[:, 3], cache)
+        reordered = model.decode_step(tgt[index, 3], selected)
+        torch.testing.assert_close(reordered, original[index], atol=1e-6, rtol=0)
+        assert len(cache) == 4
+
+
+def test_expanding_sources_to_beams_matches_repeated_input():
+    model = make_model()
+    src, tgt = data(batch=2)
+    beams = 3
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), src == 0).index_select(
+            torch.arange(2).repeat_interleave(beams)
+        )
+        repeated = src.repeat_interleave(beams, dim=0)
+        direct = model.init_cache(model.encode(repeated), repeated == 0)
+        a = model.decode_step(tgt[:, 0].repeat_interleave(beams), cache)
+        b = model.decode_step(tgt[:, 0].repeat_interleave(beams), direct)
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_cache_errors():
+    model = make_model(positional="learned", max_len=2)
+    src, tgt = data()
+    cache = model.init_cache(model.encode(src[:, :2]))
+    with pytest.raises(ValueError, match=r"\(B,\)=\(3,\)"):
+        model.decode_step(tgt[:2, 0], cache)
+    with pytest.raises(ValueError, match=r"\(B,\)"):
+        model.decode_step(tgt[:, :2], cache)
+    with pytest.raises(TypeError, match="KVCache"):
+        model.decode_step(tgt[:, 0], [])
+    model.decode_step(tgt[:, 0], cache)
+    model.decode_step(tgt[:, 1], cache)
+    with pytest.raises(ValueError, match="max_len=2"):
+        model.decode_step(tgt[:, 2], cache)
+    with pytest.raises(TypeError, match="index"):
+        cache.index_select(torch.tensor([0.0]))
+    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+        cache.index_select(torch.tensor([3]))
+    with pytest.raises(ValueError, match="memory must have shape"):
+        model.init_cache(torch.zeros(2, 3, 8))

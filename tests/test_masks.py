@@ -1,0 +1,83 @@
+"""Masks follow torch.nn.Transformer: bool True = not allowed, float masks are added."""
+
+import pytest
+import torch
+from torch import nn
+
+from lecturekit import causal_mask, padding_mask
+from lecturekit.masks import fully_masked_rows, merge_masks
+
+
+def test_causal_mask_matches_torch():
+    for size in (1, 2, 5):
+        expected = torch.isinf(nn.Transformer.generate_square_subsequent_mask(size))
+        assert torch.equal(causal_mask(size), expected)
+    assert causal_mask(3).dtype == torch.bool
+
+
+def test_causal_mask_rejects_bad_size():
+    with pytest.raises(ValueError, match="size"):
+        causal_mask(0)
+
+
+def test_padding_mask():
+    tokens = torch.tensor([[5, 6, 0, 0], [7, 0, 8, 9]])
+    expected = torch.tensor([[False, False, True, True], [False, True, False, False]])
+    assert torch.equal(padding_mask(tokens, 0), expected)
+    with pytest.raises(TypeError, match="integer"):
+        padding_mask(tokens.float(), 0)
+    with pytest.raises(ValueError, match=r"\(B, S\)"):
+        padding_mask(tokens[0], 0)
+
+
+def test_merge_masks_bool_and_float_agree():
+    batch, heads, length = 2, 3, 4
+    padding = torch.tensor([[False, False, False, True], [False, True, False, False]])
+    from_bool = merge_masks(
+        causal_mask(length),
+        padding,
+        False,
+        batch,
+        heads,
+        length,
+        length,
+        torch.float32,
+        torch.device("cpu"),
+    )
+    float_causal = nn.Transformer.generate_square_subsequent_mask(length)
+    float_padding = torch.zeros(batch, length).masked_fill(padding, float("-inf"))
+    from_float = merge_masks(
+        float_causal,
+        float_padding,
+        False,
+        batch,
+        heads,
+        length,
+        length,
+        torch.float32,
+        torch.device("cpu"),
+    )
+    assert from_bool.shape == (batch, 1, length, length)
+    assert torch.equal(from_bool, from_float)
+    is_causal = merge_masks(
+        None, padding, True, batch, heads, length, length, torch.float32, torch.device("cpu")
+    )
+    assert torch.equal(is_causal, from_bool)
+
+
+def test_merge_masks_reshapes_per_head_masks():
+    mask = torch.zeros(2 * 3, 4, 5, dtype=torch.bool)
+    mask[4] = True  # batch 1, head 1
+    merged = merge_masks(mask, None, False, 2, 3, 4, 5, torch.float32, torch.device("cpu"))
+    assert merged.shape == (2, 3, 4, 5)
+    assert torch.isneginf(merged[1, 1]).all() and not torch.isneginf(merged[1, 0]).any()
+
+
+def test_fully_masked_rows_are_found_and_neutralised():
+    mask = torch.zeros(1, 1, 3, 2)
+    mask[0, 0, 1] = float("-inf")
+    mask[0, 0, 2, 0] = float("-inf")
+    fixed, dead = fully_masked_rows(mask)
+    assert dead.flatten().tolist() == [False, True, False]
+    assert torch.isfinite(fixed[0, 0, 1]).all() and torch.isneginf(fixed[0, 0, 2, 0])
+    assert fully_masked_rows(torch.zeros(1, 2, 2))[1] is None

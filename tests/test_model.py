@@ -1,0 +1,170 @@
+"""The full Transformer: against torch.nn.Transformer, and the properties the lecture states."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lecturekit import Transformer, TransformerConfig, causal_mask
+from lecturekit.interop import EncoderDecoder, to_torch
+
+
+def small_config(**overrides):
+    fields = dict(
+        src_vocab_size=23,
+        tgt_vocab_size=29,
+        d_model=16,
+        n_heads=4,
+        d_ff=24,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+    )
+    fields.update(overrides)
+    return TransformerConfig(**fields)
+
+
+def tokens(batch, length, vocab, seed, low=3):
+    return torch.randint(low, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_matches_nn_transformer_with_same_embeddings(norm_first):
+    torch.manual_seed(0)
+    config = small_config(norm_first=norm_first, activation="gelu")
+    model = Transformer(config).eval()
+    core = to_torch(EncoderDecoder(model.encoder, model.decoder))  # an nn.Transformer
+    assert isinstance(core, nn.Transformer)
+    src, tgt = tokens(3, 6, 23, 1), tokens(3, 5, 29, 2)
+    src[1, 4:] = config.pad_id
+    scale = math.sqrt(config.d_model)
+    src_x = model.src_positions(model.src_embedding(src) * scale)
+    tgt_x = model.tgt_positions(model.tgt_embedding(tgt) * scale)
+    padding = src == config.pad_id
+    hidden = core(
+        src_x,
+        tgt_x,
+        tgt_mask=causal_mask(5),
+        src_key_padding_mask=padding,
+        memory_key_padding_mask=padding,
+    )
+    expected = model.output_proj(hidden)
+    torch.testing.assert_close(model(src, tgt), expected, atol=1e-5, rtol=0)
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model():
+    model = Transformer(small_config(n_encoder_layers=0))
+    src = tokens(1, 3, 23, 0)
+    expected = model.src_embedding(src) * 4.0 + model.src_positions.encoding(3)
+    torch.testing.assert_close(model.encode(src), expected)
+
+
+def test_decoder_is_causal_through_the_full_model():
+    torch.manual_seed(1)
+    model = Transformer(small_config()).eval()
+    src, tgt = tokens(2, 5, 23, 3), tokens(2, 7, 29, 4)
+    logits = model(src, tgt)
+    for t in range(6):
+        changed = tgt.clone()
+        changed[:, t + 1 :] = tokens(2, 6 - t, 29, 10 + t)
+        torch.testing.assert_close(
+            model(src, changed)[:, : t + 1], logits[:, : t + 1], atol=1e-6, rtol=0
+        )
+    leak = (
+        model(src, changed, tgt_is_causal=False)[:, 0] - model(src, tgt, tgt_is_causal=False)[:, 0]
+    )
+    assert leak.abs().max() > 1e-4  # without the mask position 0 sees the future
+
+
+def test_encoder_without_positions_is_permutation_equivariant():
+    torch.manual_seed(2)
+    model = Transformer(small_config(n_encoder_layers=2)).eval()
+    x = torch.randn(2, 6, 16)
+    permutation = torch.randperm(6)
+    out = model.encoder(x)
+    torch.testing.assert_close(
+        model.encoder(x[:, permutation]), out[:, permutation], atol=1e-5, rtol=0
+    )
+    with_positions = model.encode(tokens(1, 6, 23, 5))
+    permuted = model.encode(tokens(1, 6, 23, 5)[:, permutation])
+    assert (permuted - with_positions[:, permutation]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_appended_padding_changes_nothing(backend):
+    torch.manual_seed(3)
+    model = Transformer(small_config(attention_backend=backend)).eval()
+    src, tgt = tokens(2, 5, 23, 6), tokens(2, 4, 29, 7)
+    logits = model(src, tgt)
+    padded_src = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+    padded_tgt = torch.cat([tgt, torch.zeros(2, 2, dtype=torch.long)], dim=1)
+    padded = model(padded_src, padded_tgt)
+    torch.testing.assert_close(padded[:, :4], logits, atol=1e-5, rtol=0)
+    assert not torch.isnan(padded).any()
+
+
+def test_backends_agree_forward_and_backward():
+    torch.manual_seed(4)
+    config = small_config(dropout=0.0)
+    src, tgt = tokens(3, 6, 23, 8), tokens(3, 5, 29, 9)
+    src[0, 3:] = 0
+    tgt[2, 4:] = 0
+    results = []
+    for backend in ("math", "sdpa"):
+        torch.manual_seed(4)
+        model = Transformer(TransformerConfig(**{**config.to_dict(), "attention_backend": backend}))
+        logits = model(src, tgt)
+        logits.square().mean().backward()
+        results.append((logits, [p.grad for p in model.parameters()]))
+    torch.testing.assert_close(results[0][0], results[1][0], atol=1e-5, rtol=0)
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_tied_and_shared_embeddings():
+    model = Transformer(small_config(src_vocab_size=29, share_vocab=True, tie_embeddings=True))
+    assert model.src_embedding is model.tgt_embedding
+    assert model.output_proj.weight is model.tgt_embedding.weight
+    separate = Transformer(small_config())
+    assert separate.src_embedding is not separate.tgt_embedding
+
+
+def test_need_weights_stores_all_attention_maps():
+    torch.manual_seed(5)
+    model = Transformer(small_config(attention_backend="sdpa")).eval()
+    src, tgt = tokens(2, 5, 23, 10), tokens(2, 3, 29, 11)
+    assert model.attention_weights is None
+    logits = model(src, tgt, need_weights=True)
+    weights = model.attention_weights
+    assert [w.shape for w in weights["encoder"]] == [(2, 4, 5, 5)] * 2
+    assert [w.shape for w in weights["decoder_self"]] == [(2, 4, 3, 3)] * 2
+    assert [w.shape for w in weights["decoder_cross"]] == [(2, 4, 3, 5)] * 2
+    torch.testing.assert_close(weights["decoder_cross"][0].sum(-1), torch.ones(2, 4, 3))
+    torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=0)
+
+
+def test_learned_positions_and_pre_ln_train():
+    torch.manual_seed(6)
+    model = Transformer(small_config(positional="learned", norm_first=True, dropout=0.1))
+    src, tgt = tokens(2, 4, 23, 12), tokens(2, 5, 29, 13)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(12):
+        logits = model(src, tgt[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, 29), tgt[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0]
+
+
+def test_decode_with_explicit_float_mask_equals_default():
+    torch.manual_seed(7)
+    model = Transformer(small_config()).eval()
+    src, tgt = tokens(2, 4, 23, 14), tokens(2, 5, 29, 15)
+    memory = model.encode(src)
+    default = model.decode(tgt, memory)
+    float_mask = nn.Transformer.generate_square_subsequent_mask(5)
+    torch.testing.assert_close(model.decode(tgt, memory, tgt_mask=float_mask), default)
