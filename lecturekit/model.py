@@ -154,6 +154,24 @@ class Transformer(nn.Module):
                 f"{memory.size(0)} and tgt batch {batch}"
             )
 
+    def _check_decoder_masks(
+        self,
+        batch: int,
+        length: int,
+        memory_length: int,
+        tgt_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None,
+        memory_key_padding_mask: Tensor | None,
+    ) -> None:
+        heads = self.config.n_heads
+        check_attn_mask(tgt_mask, "tgt_mask", batch, heads, length, length)
+        check_attn_mask(memory_mask, "memory_mask", batch, heads, length, memory_length)
+        check_key_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", batch, length)
+        check_key_padding_mask(
+            memory_key_padding_mask, "memory_key_padding_mask", batch, memory_length
+        )
+
     # -- public API --------------------------------------------------------------------------
     def encode(
         self,
@@ -198,11 +216,14 @@ class Transformer(nn.Module):
         self._check_tokens("tgt", tgt, c.tgt_vocab_size)
         batch, length = tgt.shape
         self._check_memory(memory, batch)
-        check_attn_mask(tgt_mask, "tgt_mask", batch, c.n_heads, length, length)
-        check_attn_mask(memory_mask, "memory_mask", batch, c.n_heads, length, memory.size(1))
-        check_key_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", batch, length)
-        check_key_padding_mask(
-            memory_key_padding_mask, "memory_key_padding_mask", batch, memory.size(1)
+        self._check_decoder_masks(
+            batch,
+            length,
+            memory.size(1),
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
         )
         # with a tgt_mask given, the mask decides and is_causal is only a hint (as in torch)
         causal = tgt_mask is None if tgt_is_causal is None else bool(tgt_is_causal)
@@ -247,8 +268,17 @@ class Transformer(nn.Module):
                 f"src and tgt must have the same batch size, got src {tuple(src.shape)} "
                 f"and tgt {tuple(tgt.shape)}"
             )
-        check_key_padding_mask(
-            src_key_padding_mask, "src_key_padding_mask", src.size(0), src.size(1)
+        (batch, src_length), tgt_length = src.shape, tgt.size(1)
+        check_key_padding_mask(src_key_padding_mask, "src_key_padding_mask", batch, src_length)
+        check_attn_mask(src_mask, "src_mask", batch, self.config.n_heads, src_length, src_length)
+        self._check_decoder_masks(  # all checks before any computation
+            batch,
+            tgt_length,
+            src_length,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
         )
         src_key_padding_mask = self._derived_padding(src, src_key_padding_mask)
         if memory_key_padding_mask is None:

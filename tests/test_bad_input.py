@@ -1,0 +1,159 @@
+"""Bad input raises ValueError/TypeError naming the argument, expected and actual values."""
+
+import pytest
+import torch
+
+from lecturekit import Transformer, TransformerConfig
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        11,
+        13,
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        max_len=6,
+        positional="learned",
+    )
+    return Transformer(config).eval()
+
+
+SRC = torch.randint(3, 11, (2, 4))
+TGT = torch.randint(3, 13, (2, 5))
+BOOL = torch.bool
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "pattern"),
+    [
+        # rank, dtype and type of the token ids
+        (lambda m: m(SRC[0], TGT), ValueError, r"src must have shape \(B, S\).*got \(4,\)"),
+        (
+            lambda m: m(SRC, TGT[..., None]),
+            ValueError,
+            r"tgt must have shape \(B, S\).*\(2, 5, 1\)",
+        ),
+        (lambda m: m(SRC.float(), TGT), TypeError, r"src must hold integer.*torch.float32"),
+        (lambda m: m(SRC.tolist(), TGT), TypeError, r"src must be a torch.Tensor.*list"),
+        (lambda m: m(SRC[:, :0], TGT), ValueError, r"src must have shape.*not be empty"),
+        # ids outside the vocabulary
+        (
+            lambda m: m(SRC.clone().fill_(11), TGT),
+            ValueError,
+            r"src ids must be in \[0, 11\), got 11",
+        ),
+        (
+            lambda m: m(SRC, TGT.clone().fill_(-1)),
+            ValueError,
+            r"tgt ids must be in \[0, 13\), got -1",
+        ),
+        # batch sizes that disagree
+        (lambda m: m(SRC[:1], TGT), ValueError, r"same batch size.*\(1, 4\).*\(2, 5\)"),
+        # masks of the wrong shape or dtype
+        (
+            lambda m: m(SRC, TGT, src_key_padding_mask=torch.zeros(2, 5, dtype=BOOL)),
+            ValueError,
+            r"src_key_padding_mask must have shape \(B, S\)=\(2, 4\), got \(2, 5\)",
+        ),
+        (
+            lambda m: m(SRC, TGT, src_key_padding_mask=torch.zeros(2, 4, dtype=torch.long)),
+            TypeError,
+            r"src_key_padding_mask must be a bool or float tensor, got dtype torch.int64",
+        ),
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.zeros(4, 4, dtype=BOOL)),
+            ValueError,
+            r"tgt_mask must have shape \(Tq, Tk\)=\(5, 5\).*got \(4, 4\)",
+        ),
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.zeros(5, 5, dtype=torch.int32)),
+            TypeError,
+            r"tgt_mask must be a bool or float tensor",
+        ),
+        (
+            lambda m: m(SRC, TGT, tgt_key_padding_mask=torch.zeros(2, 4, dtype=BOOL)),
+            ValueError,
+            r"tgt_key_padding_mask must have shape \(B, S\)=\(2, 5\)",
+        ),
+        (
+            lambda m: m(SRC, TGT, memory_key_padding_mask=torch.zeros(2, 5, dtype=BOOL)),
+            ValueError,
+            r"memory_key_padding_mask must have shape \(B, S\)=\(2, 4\)",
+        ),
+        (lambda m: m(SRC, TGT, src_mask=torch.zeros(3, 3, dtype=BOOL)), ValueError, r"src_mask"),
+        (
+            lambda m: m(SRC, TGT, memory_mask=torch.zeros(5, 5, dtype=BOOL)),
+            ValueError,
+            r"memory_mask must have shape \(Tq, Tk\)=\(5, 4\)",
+        ),
+        (lambda m: m(SRC, TGT, tgt_mask=[[0.0]]), TypeError, r"tgt_mask must be a torch.Tensor"),
+        # longer than max_len with learned positions
+        (
+            lambda m: m(torch.randint(3, 11, (2, 7)), TGT),
+            ValueError,
+            r"src length must be <= max_len=6 with learned positions, got 7",
+        ),
+        (
+            lambda m: m.decode(torch.randint(3, 13, (2, 9)), torch.zeros(2, 4, 8)),
+            ValueError,
+            r"tgt length must be <= max_len=6.*got 9",
+        ),
+        # memory of the wrong width, batch or dtype
+        (
+            lambda m: m.decode(TGT, torch.zeros(2, 4, 6)),
+            ValueError,
+            r"memory must have shape \(B, S, d_model=8\), got \(2, 4, 6\)",
+        ),
+        (
+            lambda m: m.decode(TGT, torch.zeros(3, 4, 8)),
+            ValueError,
+            r"memory and tgt must have the same batch size, got memory batch 3 and tgt batch 2",
+        ),
+        (
+            lambda m: m.decode(TGT, torch.zeros(2, 4, 8, dtype=torch.long)),
+            TypeError,
+            r"memory must be a floating point",
+        ),
+        (
+            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.zeros(2, 3, dtype=BOOL)),
+            ValueError,
+            r"memory_key_padding_mask must have shape \(B, S\)=\(2, 4\)",
+        ),
+        (
+            lambda m: m.decode_step(torch.tensor([1, 13]), m.init_cache(torch.zeros(2, 4, 8))),
+            ValueError,
+            r"tokens ids must be in \[0, 13\), got 13",
+        ),
+    ],
+)
+def test_bad_input_raises_clear_error(model, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(model)
+
+
+def test_errors_come_before_any_computation(model, monkeypatch):
+    calls = []
+    monkeypatch.setattr(model.encoder, "forward", lambda *a, **k: calls.append(1))
+    with pytest.raises(ValueError, match="tgt_mask"):
+        model(SRC, TGT, tgt_mask=torch.zeros(4, 4, dtype=BOOL))
+    with pytest.raises(ValueError, match="tgt ids"):
+        model(SRC, TGT.clone().fill_(99))
+    assert calls == []
+
+
+def test_sinusoidal_positions_extend_past_max_len():
+    config = TransformerConfig(
+        11, 13, d_model=8, n_heads=2, d_ff=12, n_encoder_layers=1, n_decoder_layers=1, max_len=4
+    )
+    logits = Transformer(config).eval()(torch.randint(3, 11, (1, 9)), torch.randint(3, 13, (1, 7)))
+    assert logits.shape == (1, 7, 13) and torch.isfinite(logits).all()
+
+
+def test_config_must_be_a_config():
+    with pytest.raises(TypeError, match="TransformerConfig"):
+        Transformer({"d_model": 8})
