@@ -13,6 +13,8 @@ JOBS ?= 2
 PIP_STAMP := $(VENV)/.lecturekit-installed
 NPM_STAMP := node_modules/.lecturekit-installed
 CHROMIUM := /usr/bin/chromium
+# A CJK font, so the browser test's screenshots show the Chinese text instead of empty boxes.
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
 BOOK_LOG := _build/book.log
@@ -51,10 +53,11 @@ $(NPM_STAMP): package.json package-lock.json
 		echo "WARNING: npm or its registry is unavailable: the book's widgets will load their JavaScript from a CDN (math still works offline)" >&2; \
 	fi
 
-$(CHROMIUM):
-	@echo "==> installing Debian's chromium for the browser test"
+$(CHROMIUM) $(CJK_FONT) &:
+	@echo "==> installing Debian's chromium and a CJK font for the browser test"
 	$(SUDO) apt-get update -q
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends chromium
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
+		chromium fonts-wqy-microhei
 
 book: setup
 	@rm -rf _build/html && mkdir -p _build
@@ -62,7 +65,7 @@ book: setup
 	@if grep -q "WARNING" $(BOOK_LOG); then echo "ERROR: the book build logged warnings (see $(BOOK_LOG))" >&2; exit 1; fi
 	@echo "Book built: open file://$(CURDIR)/_build/html/index.html"
 
-test: setup $(CHROMIUM)
+test: setup $(CHROMIUM) $(CJK_FONT)
 	@start=$$(date +%s); \
 	trap 'echo "make test: total time $$(( $$(date +%s) - start )) s"' EXIT; \
 	$(MAKE) --no-print-directory lint unit kernels nbval book-strict browser
@@ -95,7 +98,7 @@ book-strict: setup
 	@echo "==> [5/6] strict book build (jupyter-book build . --all -W -n --keep-going)"
 	@$(MAKE) --no-print-directory book
 
-browser: $(PIP_STAMP) $(CHROMIUM)
+browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT)
 	@echo "==> [6/6] browser test: headless chromium opens every built page offline"
 	$(PY) -m pytest tests/test_book_html.py --run-book -q -p no:cacheprovider
 

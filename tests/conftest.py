@@ -26,3 +26,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "book" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    from test_book_html import OPENED
+
+    opened = config.stash.get(OPENED, None)
+    if opened is not None:
+        terminalreporter.write_line(f"browser test opened {len(opened)} pages without error")

@@ -1,0 +1,250 @@
+"""Browser test of the built book: every page of _build/html opened offline in Chromium.
+
+Run by ``make test`` after the strict build (``pytest tests/test_book_html.py --run-book``);
+skipped otherwise. Debian's ``/usr/bin/chromium`` is driven by Playwright (no browser is ever
+downloaded). Every request that is not ``file://`` is blocked and fails the test, so a page
+that needs the network (a CDN script, font or image) cannot pass. Per page it checks: no failed
+request, no page error, no console error except the named harmless ones; MathJax typeset every
+formula and no raw ``\\(`` is left in the text; every image loaded; every widget rendered;
+every solution dropdown opens. A full-page screenshot of each page goes to _build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Built files that are not pages: theme templates and copies of the sources.
+NOT_PAGES = ("_static", "_sources", "_images", "_sphinx_design_static")
+# Console errors known to be harmless, each with the reason it is allowed.
+HARMLESS_CONSOLE_ERRORS: dict[str, str] = {
+    # pydata-sphinx-theme logs this with console.error when a fresh profile has no stored
+    # light/dark choice yet; it then uses "auto", which is what we want.
+    "Got invalid theme mode: . Resetting to auto.": "no stored theme choice on first visit",
+}
+# Hosts that only ever appear as links a reader may click (never loaded by a page).
+LINK_HOSTS = {"github.com", "colab.research.google.com"}
+CDN_MARKERS = ("cdn.", "unpkg.com", "cdnjs", "jsdelivr", "googleapis.com", "mathjax.org")
+TIMEOUT_MS = 30_000
+
+PAGES = sorted(
+    p for p in HTML.rglob("*.html") if not p.relative_to(HTML).parts[0].startswith(NOT_PAGES)
+)
+
+
+def _page_id(path: Path) -> str:
+    return path.relative_to(HTML).as_posix()
+
+
+def test_book_was_built() -> None:
+    assert (HTML / "index.html").is_file(), f"no book in {HTML}: run make book first"
+    names = {_page_id(p) for p in PAGES}
+    assert {"book/intro.html", "notebooks/00_setup.html", "search.html"} <= names, names
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_page_references_no_cdn(path: Path) -> None:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    remote_resources = []
+    for tag in soup.find_all(["script", "link", "img", "iframe", "source", "video", "audio"]):
+        for attribute in ("src", "href", "srcset"):
+            value = tag.get(attribute)
+            if value and urlparse(value).scheme in {"http", "https"}:
+                remote_resources.append(f"<{tag.name} {attribute}={value}>")
+        if tag.name == "script" and re.search(r"https?://", tag.get_text()):
+            remote_resources.append(f"<script> body naming {tag.get_text()[:120]!r}")
+    assert not remote_resources, f"{_page_id(path)} loads remote resources: {remote_resources}"
+    links = [a.get("href", "") for a in soup.find_all("a")]
+    cdn_links = [href for href in links if any(marker in href for marker in CDN_MARKERS)]
+    assert not cdn_links, f"{_page_id(path)} links to a CDN: {cdn_links}"
+    unknown_hosts = {
+        urlparse(href).hostname
+        for href in links
+        if urlparse(href).scheme in {"http", "https"} and urlparse(href).hostname not in LINK_HOSTS
+    }
+    # Links to papers and docs are fine; this only guards against a CDN under another name.
+    assert not {h for h in unknown_hosts if h and "cdn" in h}, unknown_hosts
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: make test installs Debian's chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        yield browser
+        browser.close()
+
+
+class PageProblems:
+    """Collects what went wrong while a page loaded and ran."""
+
+    def __init__(self) -> None:
+        self.blocked: list[str] = []
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+        self.console: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.blocked or self.failed or self.errors or self.console)
+
+    def __str__(self) -> str:
+        return (
+            f"blocked (not file://): {self.blocked}\nfailed requests: {self.failed}\n"
+            f"page errors: {self.errors}\nconsole errors: {self.console}"
+        )
+
+
+def _open(browser, path: Path):  # type: ignore[no-untyped-def]
+    problems = PageProblems()
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+
+    def route(route) -> None:  # type: ignore[no-untyped-def]
+        url = route.request.url
+        if url.startswith(("file://", "data:", "blob:")):
+            route.continue_()
+        else:
+            problems.blocked.append(url)
+            route.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("requestfailed", lambda r: problems.failed.append(f"{r.url} ({r.failure})"))
+    page.on("pageerror", lambda error: problems.errors.append(str(error)))
+
+    def on_console(message) -> None:  # type: ignore[no-untyped-def]
+        if message.type == "error" and not any(
+            known in message.text for known in HARMLESS_CONSOLE_ERRORS
+        ):
+            problems.console.append(message.text)
+
+    page.on("console", on_console)
+    page.goto(path.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    return context, page, problems
+
+
+MATH_STATE = """() => {
+  const math = Array.from(document.querySelectorAll('.math'));
+  const untypeset = math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent);
+  const skip = new Set(['PRE', 'CODE', 'SCRIPT', 'STYLE', 'TEXTAREA']);
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+    acceptNode(node) {
+      for (let e = node.parentElement; e; e = e.parentElement) {
+        if (skip.has(e.tagName) || e.classList.contains('highlight')) return NodeFilter.FILTER_REJECT;
+      }
+      return NodeFilter.FILTER_ACCEPT;
+    }
+  });
+  const raw = [];
+  while (walker.nextNode()) {
+    const text = walker.currentNode.textContent;
+    if (text.includes('\\\\(') || text.includes('\\\\[')) raw.push(text.trim().slice(0, 80));
+  }
+  return {count: math.length, untypeset, raw};
+}"""
+
+IMAGES_LOADED = """async () => {
+  const images = Array.from(document.images);
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.complete ? null :
+    new Promise(done => { img.addEventListener('load', done); img.addEventListener('error', done); })));
+  return images.filter(img => img.naturalWidth === 0).map(img => img.getAttribute('src'));
+}"""
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _open(browser, path)
+    try:
+        name = _page_id(path)
+        redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text())
+        if redirect:
+            target = (path.parent / redirect.group(1)).resolve()
+            assert target.is_file(), f"{name} redirects to a missing page {redirect.group(1)}"
+            page.wait_for_url(target.as_uri(), timeout=TIMEOUT_MS)
+        if page.locator(".math").count():
+            page.wait_for_function(
+                "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                timeout=TIMEOUT_MS,
+            )
+            page.evaluate("() => MathJax.startup.promise")
+            math = page.evaluate(MATH_STATE)
+            assert not math["untypeset"], f"{name}: MathJax left formulas {math['untypeset']}"
+        math = page.evaluate(MATH_STATE)
+        assert not math["raw"], f"{name}: raw TeX left in the text: {math['raw']}"
+
+        broken_images = page.evaluate(IMAGES_LOADED)
+        assert not broken_images, f"{name}: images that did not load: {broken_images}"
+
+        widget_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]')
+        if widget_views.count():
+            page.wait_for_selector(".jupyter-widgets", state="attached", timeout=TIMEOUT_MS)
+
+        dropdowns = page.locator(".admonition.dropdown")
+        for index in range(dropdowns.count()):
+            dropdown = dropdowns.nth(index)
+            content = dropdown.locator(":scope > :not(.admonition-title)").first
+            assert "toggle-hidden" in (dropdown.get_attribute("class") or ""), (
+                f"{name}: dropdown {index} is not collapsed on load"
+            )
+            dropdown.locator(":scope > .admonition-title").click()
+            assert "toggle-hidden" not in (dropdown.get_attribute("class") or ""), (
+                f"{name}: dropdown {index} did not open"
+            )
+            assert content.is_visible(), f"{name}: dropdown {index} opened but shows nothing"
+
+        screenshot = SCREENSHOTS / f"{name.removesuffix('.html').replace('/', '__')}.png"
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        # A viewport as tall as the page, not full_page=True: Chromium's stitched full-page
+        # capture repeats the sticky header and the back-to-top button down the image.
+        height = page.evaluate("() => document.documentElement.scrollHeight")
+        page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 16_000)})
+        page.screenshot(path=str(screenshot))
+        page.wait_for_timeout(200)  # let late requests and errors surface before judging
+        assert not problems, f"{name}:\n{problems}"
+        request.config.stash.setdefault(OPENED, []).append(name)
+    finally:
+        context.close()
+
+
+SEARCH_TERMS = ("softmax", "注意力")
+
+
+@pytest.mark.parametrize("term", SEARCH_TERMS)
+def test_search_finds_pages(browser, term: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _open(browser, HTML / "search.html")
+    try:
+        page.goto(f"{(HTML / 'search.html').as_uri()}?q={term}", wait_until="load")
+        results = page.locator("#search-results ul.search li")
+        results.first.wait_for(state="attached", timeout=TIMEOUT_MS)
+        assert results.count() > 0, f"searching {term!r} found nothing"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+OPENED = pytest.StashKey[list]()
