@@ -1,0 +1,131 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lecturekit.experiments import (
+    SequenceTagger,
+    deep_mlp_stack,
+    make_regression_data,
+    make_reversal_batch,
+    per_layer_grad_norms,
+    softmax_saturation,
+    train_regression,
+    train_sequence_stack,
+)
+
+
+def test_scaled_scores_have_unit_std_and_unscaled_ones_sqrt_dk():
+    for d_k in (4, 64):
+        scaled = softmax_saturation(d_k, scaled=True, n_queries=400)
+        unscaled = softmax_saturation(d_k, scaled=False, n_queries=400)
+        assert scaled["score_std"] == pytest.approx(1.0, rel=0.1)
+        assert unscaled["score_std"] == pytest.approx(math.sqrt(d_k), rel=0.1)
+
+
+def test_unscaled_softmax_saturates_and_its_jacobian_shrinks():
+    small = softmax_saturation(4, scaled=False, n_queries=400)
+    large = softmax_saturation(256, scaled=False, n_queries=400)
+    assert large["max_weight"] > 0.85 > small["max_weight"]
+    assert large["jacobian_norm"] < 0.5 * small["jacobian_norm"]
+    assert 0 <= large["entropy"] < small["entropy"] <= math.log(16)
+
+
+def test_softmax_jacobian_norm_matches_autograd():
+    # one query, one key set: compare with torch.autograd.functional.jacobian of softmax
+    stats = softmax_saturation(8, n_keys=5, n_queries=1, seed=2)
+    generator = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)
+    k = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)
+    scores = (q * k).sum(-1)[0] / math.sqrt(8)
+    jac = torch.autograd.functional.jacobian(lambda s: s.softmax(-1), scores)
+    assert stats["jacobian_norm"] == pytest.approx(jac.norm().item(), rel=1e-9)
+    assert stats["max_weight"] == pytest.approx(scores.softmax(-1).max().item(), rel=1e-9)
+
+
+def test_residual_stack_passes_more_gradient_to_the_first_layer():
+    x, y = make_regression_data(64, 16)
+    norms = {}
+    for residual in (False, True):
+        model = deep_mlp_stack(30, 16, residual=residual)
+        norms[residual] = per_layer_grad_norms(
+            model.blocks, lambda m=model: nn.functional.mse_loss(m(x), y)
+        )
+    assert len(norms[True]) == 30
+    assert norms[True][0] > 10 * norms[False][0]
+
+
+def test_deep_mlp_stack_residual_flag_changes_only_the_skip_path():
+    plain = deep_mlp_stack(3, 4, residual=False, seed=1)
+    res = deep_mlp_stack(3, 4, residual=True, seed=1)
+    x = torch.randn(2, 4)
+    h = x
+    for block in plain.blocks:
+        h = torch.tanh(block.linear(h))
+    torch.testing.assert_close(plain(x), plain.readout(h))
+    h = x
+    for block in res.blocks:
+        h = h + torch.tanh(block.linear(h))
+    torch.testing.assert_close(res(x), res.readout(h))
+
+
+def test_train_regression_reduces_loss_and_is_deterministic():
+    x, y = make_regression_data(256, 16, seed=1)
+    runs = [
+        train_regression(
+            deep_mlp_stack(2, 16, residual=True), x, y, steps=60, lr=1e-2, optimizer="adam"
+        )
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    assert sum(runs[0][-10:]) < sum(runs[0][:10])
+
+
+def test_regression_targets_are_standardised():
+    _, y = make_regression_data(500, 4)
+    assert y.shape == (500, 1)
+    assert y.mean().abs() < 1e-5 and y.std().item() == pytest.approx(1.0, rel=1e-5)
+
+
+def test_reversal_batch_labels_are_reversed_tokens():
+    tokens, labels = make_reversal_batch(3, 5, 7, generator=torch.Generator().manual_seed(0))
+    assert tokens.shape == labels.shape == (3, 5)
+    assert torch.equal(labels[:, 0], tokens[:, -1]) and torch.equal(labels[:, 4], tokens[:, 0])
+
+
+def test_sequence_tagger_learns_reversal_with_pre_ln_layers():
+    torch.manual_seed(0)
+    layers = [
+        nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True)
+        for _ in range(2)
+    ]
+    model = SequenceTagger(8, 32, layers, final_norm=nn.LayerNorm(32))
+    losses = train_sequence_stack(model, vocab_size=8, seq_len=6, steps=80, lr=5e-3)
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_per_layer_grad_norms_matches_manual_norm():
+    layer = nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    (norm,) = per_layer_grad_norms([layer], lambda: layer(x).pow(2).sum())
+    grad_w = torch.autograd.grad(layer(x).pow(2).sum(), [layer.weight, layer.bias])
+    expected = torch.sqrt(sum(g.pow(2).sum() for g in grad_w)).item()
+    assert norm == pytest.approx(expected, rel=1e-6)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        softmax_saturation(0)
+    with pytest.raises(TypeError):
+        deep_mlp_stack(2.5, 4, residual=True)
+    with pytest.raises(ValueError, match="optimizer"):
+        train_regression(nn.Linear(2, 1), torch.zeros(4, 2), torch.zeros(4, 1), optimizer="lbfgs")
+    with pytest.raises(ValueError, match="same number of rows"):
+        train_regression(nn.Linear(2, 1), torch.zeros(4, 2), torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="layers must not be empty"):
+        per_layer_grad_norms([], lambda: torch.zeros(()))
+    with pytest.raises(ValueError, match="tokens must have shape"):
+        SequenceTagger(4, 8, [])(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="max_len"):
+        SequenceTagger(4, 8, [], max_len=2)(torch.zeros(1, 3, dtype=torch.long))

@@ -1,0 +1,86 @@
+import pytest
+import torch
+
+from lecturekit.rnn import context_recoverability, make_rnn_weights, rnn_gradient_norms, run_rnn
+
+
+def test_weights_have_every_singular_value_equal_to_gain():
+    w_h, w_x = make_rnn_weights(12, 3, 0.7, seed=3)
+    assert w_h.shape == (12, 12) and w_x.shape == (12, 3)
+    torch.testing.assert_close(
+        torch.linalg.svdvals(w_h), torch.full((12,), 0.7, dtype=torch.float64)
+    )
+
+
+def test_run_rnn_matches_torch_rnn_cell():
+    w_h, w_x = make_rnn_weights(6, 4, 1.2, seed=1)
+    cell = torch.nn.RNNCell(4, 6, bias=False, nonlinearity="tanh").double()
+    with torch.no_grad():
+        cell.weight_hh.copy_(w_h)
+        cell.weight_ih.copy_(w_x)
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    h = torch.zeros(3, 6, dtype=torch.float64)
+    expected = []
+    for t in range(5):
+        h = cell(x[:, t], h)
+        expected.append(h)
+    torch.testing.assert_close(run_rnn(x, w_h, w_x), torch.stack(expected, dim=1))
+
+
+def test_linear_rnn_gradient_scales_like_gain_to_the_distance():
+    # For a linear RNN with W_h = g * Q (Q orthogonal) the gradient w.r.t. x_{T-k} is
+    # g**k * u^T Q^k W_x: the ratio to the gain-1 run with the same Q, W_x, x, u is g**k.
+    base = rnn_gradient_norms(12, gain=1.0, nonlinearity="linear", seed=5)
+    scaled = rnn_gradient_norms(12, gain=0.8, nonlinearity="linear", seed=5)
+    expected = 0.8 ** torch.arange(12, dtype=torch.float64)
+    torch.testing.assert_close(scaled / base, expected, rtol=1e-6, atol=0)
+
+
+def test_tanh_rnn_gradient_vanishes_with_distance_for_small_gain():
+    norms = rnn_gradient_norms(30, gain=0.5)
+    assert norms.shape == (30,)
+    assert norms[-1] < 1e-8 * norms[0]
+
+
+def test_gradient_norms_match_brute_force_jacobian():
+    w_h, w_x = make_rnn_weights(32, 8, 1.3, seed=0)
+    norms = rnn_gradient_norms(4, gain=1.3, batch_size=1, seed=0)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 4, 8, generator=generator, dtype=torch.float64)
+    u = torch.randn(1, 32, generator=generator, dtype=torch.float64)
+    u = u / u.norm()
+    jac = torch.autograd.functional.jacobian(lambda inp: run_rnn(inp, w_h, w_x)[0, -1], x)
+    grad = torch.einsum("h,hbti->ti", u[0], jac)  # (T, I)
+    torch.testing.assert_close(norms, grad.norm(dim=-1).flip(0))
+
+
+def test_linear_context_holds_at_most_hidden_over_input_positions():
+    r2 = context_recoverability(20, hidden_size=8, input_size=2, gain=1.0, nonlinearity="linear")
+    assert r2.shape == (20,)
+    # 8 numbers of context can explain at most 8 / 2 = 4 positions' worth of variance.
+    assert r2.sum() <= 4.0 + 0.1
+    assert r2.sum() > 3.0
+    short = context_recoverability(3, hidden_size=8, input_size=2, gain=1.0, nonlinearity="linear")
+    assert torch.all(short > 0.98)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"seq_len": 0}, ValueError),
+        ({"seq_len": 3.0}, TypeError),
+        ({"seq_len": 3, "gain": -1.0}, ValueError),
+        ({"seq_len": 3, "nonlinearity": "relu"}, ValueError),
+    ],
+)
+def test_bad_arguments_raise(kwargs, error):
+    with pytest.raises(error):
+        rnn_gradient_norms(**kwargs)
+
+
+def test_run_rnn_rejects_wrong_shapes():
+    w_h, w_x = make_rnn_weights(4, 3, 1.0)
+    with pytest.raises(ValueError, match="x must have shape"):
+        run_rnn(torch.zeros(5, 3, dtype=torch.float64), w_h, w_x)
+    with pytest.raises(ValueError, match="weights do not fit"):
+        run_rnn(torch.zeros(2, 5, 2, dtype=torch.float64), w_h, w_x)
