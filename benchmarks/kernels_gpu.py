@@ -50,8 +50,8 @@ import triton  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from lecturekit.kernels.flash_attention import flash_attention  # noqa: E402
+from lecturekit.kernels.fused_softmax import softmax  # noqa: E402
 from lecturekit.kernels.layernorm import layer_norm  # noqa: E402
-from lecturekit.kernels.softmax import softmax  # noqa: E402
 
 DEVICE = torch.device("cuda")
 BF16 = torch.bfloat16

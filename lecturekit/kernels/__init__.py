@@ -1,7 +1,7 @@
 """GPU kernels of lecturekit, written in Triton, with PyTorch references beside them.
 
 - :func:`softmax`: fused row softmax with a scale and a boolean or additive mask
-  (:mod:`lecturekit.kernels.softmax`).
+  (:mod:`lecturekit.kernels.fused_softmax`).
 - :func:`layer_norm`: fused LayerNorm forward and backward (:mod:`lecturekit.kernels.layernorm`).
 - :func:`attention`: FlashAttention forward and backward (:mod:`lecturekit.kernels.flash_attention`).
 
@@ -95,6 +95,6 @@ def softmax(
     ``mask`` broadcasts to ``x``: bool (True = masked out) or float (added to the scaled
     logits). Fully masked rows give zeros. Differentiable with respect to ``x``.
     """
-    from lecturekit.kernels.softmax import softmax as _softmax
+    from lecturekit.kernels.fused_softmax import softmax as _softmax
 
     return _softmax(x, dim, scale=scale, mask=mask)

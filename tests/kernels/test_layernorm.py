@@ -47,3 +47,11 @@ def test_layer_norm_bad_arguments_raise(device):
         layer_norm(torch.randn(2, 8, device=device), torch.ones(7, device=device), None)
     with pytest.raises(ValueError, match="eps must be positive"):
         layer_norm(torch.randn(2, 8, device=device), None, None, eps=0.0)
+
+
+def test_public_wrapper(device):
+    import lecturekit.kernels as kernels
+
+    x, w, b = (torch.randn(s, device=device) for s in ((4, 9), (9,), (9,)))
+    for _ in range(2):
+        torch.testing.assert_close(kernels.layer_norm(x, w, b), F.layer_norm(x, (9,), w, b))

@@ -4,7 +4,7 @@ import pytest
 import torch
 from _kernel_testing import assert_within_torch_error
 
-from lecturekit.kernels.softmax import softmax, softmax_reference
+from lecturekit.kernels.fused_softmax import softmax, softmax_reference
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -57,3 +57,12 @@ def test_softmax_bad_arguments_raise(device):
         softmax(x, block_n=12)
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
         softmax(x.double())
+
+
+def test_public_wrapper_survives_submodule_import(device):
+    """``lecturekit.kernels.softmax`` stays the function after its module has been imported."""
+    import lecturekit.kernels as kernels
+
+    x = torch.randn(3, 5, device=device)
+    for _ in range(2):
+        torch.testing.assert_close(kernels.softmax(x, scale=2.0), torch.softmax(2 * x, dim=-1))
