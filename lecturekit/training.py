@@ -11,7 +11,6 @@ scheduled sampling (:mod:`lecturekit.scheduled_sampling`).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,8 @@ __all__ = [
     "noam_lr",
     "constant_lr",
     "learning_rate",
+    "small_config",
+    "small_train_config",
 ]
 
 
@@ -124,8 +125,8 @@ class TrainConfig:
     """Everything :func:`fit` needs besides the model and the data.
 
     Attributes:
-        epochs: passes over the training data (training stops earlier at ``max_steps``,
-            ``max_seconds`` or ``target_exact_match``).
+        epochs: passes over the training data (ignored when ``max_steps`` is set; training
+            stops earlier at ``max_seconds`` or ``target_exact_match``).
         batch_size: sentences per optimiser step (the *global* batch under torchrun);
             used when ``train`` is a list of pairs or a ``TaskData``.
         schedule: ``"noam"`` (warmup then inverse square root, :func:`noam_lr`) or
@@ -136,9 +137,12 @@ class TrainConfig:
         label_smoothing: the paper's 0.1.
         clip_grad_norm: max gradient norm (None = no clipping).
         seed: seeds data order and dropout; same seed, same machine: same losses.
-        max_steps, max_seconds: stop after this many steps / seconds (None = no limit).
+        max_steps: train for exactly this many optimiser steps, as many epochs as needed
+            (None = ``epochs`` epochs).
+        max_seconds: stop after this many seconds of training (None = no limit).
         target_exact_match: stop once validation exact match reaches it (None = never).
-        eval_every: evaluate on ``valid`` every this many steps (None = once per epoch).
+        eval_every: evaluate on ``valid`` every this many steps (None = once per epoch);
+            training always ends with an evaluation.
         valid_decode_max_len: greedy-decoding length for exact match (None = longest
             validation target + 2).
         scheduled_sampling: a :class:`ScheduledSampling` to train with scheduled sampling.
@@ -203,6 +207,36 @@ def learning_rate(step: int, config: TrainConfig, d_model: int) -> float:
     return constant_lr(step, config.lr)
 
 
+def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> Any:
+    """The default small Transformer for the toy tasks (trains in about a minute on 2 CPU
+    cores; tuned with ``benchmarks/toy_task.py``): d_model 64, 4 heads, d_ff 256, 2 encoder
+    and 2 decoder layers, no dropout, Post-LN as in the paper. ``overrides`` replace fields.
+    """
+    from lecturekit.config import TransformerConfig
+
+    fields_ = dict(
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        max_len=64,
+    )
+    fields_.update(overrides)
+    return TransformerConfig(src_vocab_size, tgt_vocab_size, **fields_)
+
+
+def small_train_config(**overrides: Any) -> TrainConfig:
+    """The :class:`TrainConfig` that goes with :func:`small_config` (``overrides`` replace
+    fields): batch 64, warmup 200 steps, ``lr_factor`` 1 (peak learning rate about 0.009)."""
+    fields_: dict[str, Any] = dict(
+        epochs=30, batch_size=64, schedule="noam", warmup_steps=200, lr_factor=1.0
+    )
+    fields_.update(overrides)
+    return TrainConfig(**fields_)
+
+
 @dataclass
 class History:
     """What :func:`fit` records. Per optimiser step: ``step``, ``loss`` (label-smoothed,
@@ -227,47 +261,20 @@ class History:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def plot(self, smooth: int = 20, axes: Sequence[Any] | None = None) -> Any:
-        """Loss, accuracy and learning-rate curves in one figure; returns the figure.
+    def plot(self, smooth: int = 20) -> Any:
+        """Loss, accuracy / exact match and learning-rate curves in one figure; returns it.
 
+        Same as ``lecturekit.plotting.plot_history(history, ...)`` with the curves below.
         ``smooth``: moving-average window for the per-step training curves.
         """
-        import matplotlib.pyplot as plt
+        from lecturekit.plotting import plot_history
 
-        with contextlib.suppress(ImportError):  # registers the CJK font for Chinese labels
-            import lecturekit.plotting  # noqa: F401
-        if axes is None:
-            fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-        else:
-            fig = axes[0].figure
-        ax_loss, ax_acc, ax_lr = axes
-        ax_loss.plot(self.step, _moving_average(self.loss, smooth), label="训练 (train)")
-        if self.eval_step:
-            ax_loss.plot(self.eval_step, self.valid_loss, "o-", label="验证 (valid)")
-        ax_loss.set(xlabel="step", ylabel="loss", title="损失 (loss)")
-        ax_acc.plot(
-            self.step, _moving_average(self.token_accuracy, smooth), label="训练 token 准确率"
-        )
-        if self.eval_step:
-            ax_acc.plot(self.eval_step, self.valid_token_accuracy, "o-", label="验证 token 准确率")
-            ax_acc.plot(self.eval_step, self.valid_exact_match, "s-", label="验证 exact match")
-        ax_acc.set(xlabel="step", ylabel="accuracy", title="准确率 (accuracy)", ylim=(0, 1.02))
-        ax_lr.plot(self.step, self.lr)
-        ax_lr.set(xlabel="step", ylabel="lr", title="学习率 (learning rate)")
-        for ax in (ax_loss, ax_acc):
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
-
-
-def _moving_average(values: Sequence[float], window: int) -> list[float]:
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
+        keys = ["loss", "valid_loss", "token_accuracy", "valid_token_accuracy"]
+        keys += ["valid_exact_match", "lr"]
+        if any(p < 1.0 for p in self.teacher_prob):
+            keys.append("teacher_prob")
+        keys = [k for k in keys if getattr(self, k)]
+        return plot_history(self, keys=keys, smooth=smooth)
 
 
 # --------------------------------------------------------------------------------------
@@ -438,7 +445,8 @@ def fit(
     start = time.perf_counter()
     step = 0
     stop = False
-    for epoch in range(config.epochs):
+    epoch = 0
+    while not stop and (config.max_steps is not None or epoch < config.epochs):
         if hasattr(getattr(train_batches, "batch_sampler", None), "set_epoch"):
             train_batches.batch_sampler.set_epoch(epoch)
         for batch in train_batches:
@@ -504,14 +512,7 @@ def fit(
                 config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds
             )
             if valid_batches is not None and (due or out_of_budget):
-                metrics = evaluate(
-                    model, valid_batches, config.label_smoothing, config.valid_decode_max_len
-                )
-                history.eval_step.append(step)
-                history.valid_loss.append(metrics["loss"])
-                history.valid_token_accuracy.append(metrics["token_accuracy"])
-                history.valid_exact_match.append(metrics["exact_match"])
-                history.eval_seconds.append(time.perf_counter() - start)
+                metrics = _record_evaluation(history, model, valid_batches, config, step, start)
                 if bar is not None:
                     bar.set_postfix(
                         loss=f"{history.loss[-1]:.3f}", valid_em=f"{metrics['exact_match']:.3f}"
@@ -525,13 +526,37 @@ def fit(
             stop = distributed.any_true(stop, dist, device)
             if stop:
                 break
-        if stop:
-            break
+        if step == 0:
+            raise ValueError("train: the training data yielded no batch")
+        epoch += 1
+    if (
+        valid_batches is not None
+        and step
+        and (not history.eval_step or history.eval_step[-1] != step)
+    ):
+        _record_evaluation(history, model, valid_batches, config, step, start)
     if bar is not None:
         bar.close()
     history.seconds = time.perf_counter() - start
     model.eval()
     return history
+
+
+def _record_evaluation(
+    history: History,
+    model: nn.Module,
+    data: Iterable[Any],
+    config: TrainConfig,
+    step: int,
+    start: float,
+) -> dict[str, float]:
+    metrics = evaluate(model, data, config.label_smoothing, config.valid_decode_max_len)
+    history.eval_step.append(step)
+    history.valid_loss.append(metrics["loss"])
+    history.valid_token_accuracy.append(metrics["token_accuracy"])
+    history.valid_exact_match.append(metrics["exact_match"])
+    history.eval_seconds.append(time.perf_counter() - start)
+    return metrics
 
 
 def _safe_len(data: Iterable[Any]) -> int | None:

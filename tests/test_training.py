@@ -130,12 +130,12 @@ def test_fit_same_seed_same_losses() -> None:
     task, initial = tiny_setup()
     losses = []
     for _ in range(2):
-        history = fit(copy.deepcopy(initial), task, config=config)
+        history = fit(copy.deepcopy(initial), task.encoded("train"), None, config)
         losses.append(history.loss)
     assert len(losses[0]) == 8
     assert losses[0] == losses[1]
     other_config = TrainConfig(**{**config.to_dict(), "seed": 4})
-    other = fit(copy.deepcopy(initial), task, config=other_config)
+    other = fit(copy.deepcopy(initial), task.encoded("train"), None, other_config)
     assert other.loss != losses[0]
 
 
