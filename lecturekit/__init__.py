@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "greedy": "lecturekit.decoding",
     "beam_search": "lecturekit.decoding",
     "sample": "lecturekit.decoding",
+    "TableDecoder": "lecturekit.decoding",
     "make_task": "lecturekit.data.tasks",
     "TaskData": "lecturekit.data.tasks",
     "CharVocab": "lecturekit.data.vocab",
@@ -51,6 +52,7 @@ _SUBMODULES = {
     "config",
     "data",
     "decoding",
+    "distributed",
     "environment",
     "exercises",
     "interop",
@@ -61,6 +63,7 @@ _SUBMODULES = {
     "model",
     "params",
     "plotting",
+    "pretrained",
     "scheduled_sampling",
     "training",
     "widgets",
@@ -88,7 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers only
     from lecturekit.cache import KVCache
     from lecturekit.checkpoint import load_checkpoint, save_checkpoint
     from lecturekit.config import TransformerConfig
-    from lecturekit.decoding import beam_search, greedy, sample
+    from lecturekit.decoding import TableDecoder, beam_search, greedy, sample
     from lecturekit.layers import (
         Decoder,
         DecoderLayer,

@@ -1,0 +1,223 @@
+"""Small pretrained models shipped with the package, and the recipes that re-create them.
+
+A *recipe* says how a model was made: the task (generated offline, seeded), the model
+configuration, the training configuration and the seed. ``load(name)`` returns the shipped
+checkpoint (a :class:`lecturekit.checkpoint.Checkpoint`: model, vocabularies, metadata);
+``python -m lecturekit.pretrained build [name ...]`` trains the recipes again from scratch
+and overwrites the shipped files (the same machine gives the same weights).
+
+Adding a recipe is a few lines, e.g. in a chapter's exercise module or below::
+
+    from lecturekit.pretrained import Recipe, register
+    register(Recipe(
+        name="reverse-ss",
+        description="reverse task trained with scheduled sampling (chapter 6)",
+        task="reverse", task_kwargs={"n_train": 2000},
+        model={"d_model": 32, "n_heads": 2, "d_ff": 64,
+               "n_encoder_layers": 1, "n_decoder_layers": 1},
+        train={"epochs": 5, "batch_size": 64,
+               "scheduled_sampling": {"schedule": "linear", "k": 1.0, "c": 0.005}},
+        seed=0,
+    ))
+
+then run ``python -m lecturekit.pretrained build reverse-ss`` and commit the ``.pt`` file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Recipe", "RECIPES", "register", "list_recipes", "load", "build", "checkpoint_path"]
+
+DATA_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one pretrained model is made.
+
+    Attributes:
+        name: registry key and file name (``<name>.pt`` in this package).
+        description: one line, shown by ``list_recipes()``.
+        task: a ``lecturekit.data`` task name; ``task_kwargs`` go to ``make_task``.
+        model: ``TransformerConfig`` arguments (vocabulary sizes come from the task).
+        train: ``TrainConfig`` arguments (``progress`` is turned off).
+        seed: seeds the model initialisation (the training seed is ``train["seed"]``,
+            default 0).
+    """
+
+    name: str
+    description: str
+    task: str
+    model: dict[str, Any]
+    train: dict[str, Any]
+    seed: int = 0
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+RECIPES: dict[str, Recipe] = {}
+
+
+def register(recipe: Recipe) -> Recipe:
+    """Add ``recipe`` to the registry (a name may be registered once)."""
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}")
+    if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
+        raise ValueError(f"recipe: the name {recipe.name!r} is already registered")
+    RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def list_recipes() -> dict[str, str]:
+    """Recipe name -> description (with whether its checkpoint is shipped)."""
+    return {
+        name: r.description + ("" if checkpoint_path(name).is_file() else " [not built]")
+        for name, r in RECIPES.items()
+    }
+
+
+def checkpoint_path(name: str) -> Path:
+    """Where the shipped checkpoint of recipe ``name`` lives."""
+    _recipe(name)
+    return DATA_DIR / f"{name}.pt"
+
+
+def _recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise ValueError(f"name: expected one of {sorted(RECIPES)}, got {name!r}")
+    return RECIPES[name]
+
+
+def load(name: str, **runtime_overrides: Any):
+    """The shipped checkpoint of recipe ``name``: a ``Checkpoint`` with ``.model`` (eval
+    mode), ``.src_vocab``, ``.tgt_vocab`` and ``.metadata`` (task, test exact match, ...).
+
+    ``runtime_overrides``: e.g. ``attention_backend="sdpa"`` (see ``load_checkpoint``).
+    """
+    from lecturekit.checkpoint import load_checkpoint
+
+    path = checkpoint_path(name)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"name: no shipped checkpoint for {name!r} at {path}; create it with "
+            f"`python -m lecturekit.pretrained build {name}`"
+        )
+    return load_checkpoint(path, **runtime_overrides)
+
+
+@contextlib.contextmanager
+def _single_thread() -> Iterator[None]:
+    # one thread: float reductions in a fixed order, so the build is repeatable
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def build(name: str, path: str | Path | None = None, progress: bool = False):
+    """Train recipe ``name`` from scratch and save it (default: the shipped file).
+
+    Deterministic: seeded data, initialisation and training, one CPU thread. Returns the
+    saved ``Checkpoint``; its metadata holds the test-split exact match and BLEU.
+    """
+    import torch
+
+    from lecturekit.checkpoint import load_checkpoint, save_checkpoint
+    from lecturekit.config import TransformerConfig
+    from lecturekit.data import make_task
+    from lecturekit.model import Transformer
+    from lecturekit.training import TrainConfig, evaluate, fit
+
+    recipe = _recipe(name)
+    path = Path(path) if path is not None else checkpoint_path(name)
+    task = make_task(recipe.task, **recipe.task_kwargs)
+    with _single_thread():
+        torch.manual_seed(recipe.seed)
+        config = TransformerConfig(
+            src_vocab_size=len(task.src_vocab),
+            tgt_vocab_size=len(task.tgt_vocab),
+            **recipe.model,
+        )
+        model = Transformer(config)
+        train_config = TrainConfig(**{**recipe.train, "progress": progress, "device": "cpu"})
+        start = time.perf_counter()
+        history = fit(model, task, config=train_config)
+        seconds = time.perf_counter() - start
+        test = evaluate(model, task.loader("test", batch_size=256))
+    metadata = {
+        "recipe": recipe.name,
+        "description": recipe.description,
+        "task": recipe.task,
+        "task_kwargs": dict(recipe.task_kwargs),
+        "seed": recipe.seed,
+        "steps": history.step[-1] if history.step else 0,
+        "train_seconds": round(seconds, 1),
+        "test_exact_match": test["exact_match"],
+        "test_token_accuracy": test["token_accuracy"],
+    }
+    save_checkpoint(
+        path,
+        model,
+        src_vocab=task.src_vocab,
+        tgt_vocab=task.tgt_vocab,
+        train_config=train_config,
+        metadata=metadata,
+    )
+    return load_checkpoint(path)
+
+
+# ----------------------------------------------------------------------------------------
+# The shipped recipes
+# ----------------------------------------------------------------------------------------
+
+register(
+    Recipe(
+        name="reverse-tiny",
+        description=(
+            "reverse a string of letters after only 128 steps: deliberately under-trained, "
+            "1+1 layers, d_model 32 (tests that builds are reproducible)"
+        ),
+        task="reverse",
+        task_kwargs={"n_train": 1000, "n_valid": 100, "n_test": 200},
+        model={
+            "d_model": 32,
+            "n_heads": 2,
+            "d_ff": 64,
+            "n_encoder_layers": 1,
+            "n_decoder_layers": 1,
+            "dropout": 0.0,
+            "max_len": 32,
+        },
+        train={"epochs": 4, "batch_size": 32, "warmup_steps": 50, "lr_factor": 1.0},
+    )
+)
+
+register(
+    Recipe(
+        name="translation-small",
+        description=(
+            "toy English-like -> Chinese-like translation with word reordering "
+            "(cross-attention maps, chapters 4-5); small_config, 2+2 layers, d_model 64"
+        ),
+        task="translation",
+        model={
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 256,
+            "n_encoder_layers": 2,
+            "n_decoder_layers": 2,
+            "dropout": 0.0,
+            "max_len": 64,
+        },
+        train={"epochs": 3, "max_steps": 900, "batch_size": 64, "warmup_steps": 200},
+    )
+)

@@ -1,0 +1,39 @@
+"""``python -m lecturekit.pretrained [list | build [name ...]]``: list or (re)build recipes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lecturekit.pretrained import RECIPES, build, checkpoint_path, list_recipes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lecturekit.pretrained", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the recipes")
+    build_parser = sub.add_parser("build", help="train recipes from scratch and save them")
+    build_parser.add_argument("names", nargs="*", help="recipes to build (default: all)")
+    build_parser.add_argument("--progress", action="store_true", help="show progress bars")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, description in list_recipes().items():
+            print(f"{name:24s} {description}")
+        return 0
+    names = args.names or list(RECIPES)
+    for name in names:
+        if name not in RECIPES:
+            parser.error(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
+    for name in names:
+        ckpt = build(name, progress=args.progress)
+        meta = ckpt.metadata
+        size = checkpoint_path(name).stat().st_size / 1e6
+        print(
+            f"{name}: {meta['steps']} steps in {meta['train_seconds']} s, test exact match "
+            f"{meta['test_exact_match']:.3f}, {size:.2f} MB -> {checkpoint_path(name)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
