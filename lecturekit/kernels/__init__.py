@@ -46,6 +46,7 @@ def attention(
     key_padding_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     scale: float | None = None,
+    dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """FlashAttention: ``softmax(q k^T * scale + masks) v`` without materialising the scores.
 
@@ -57,6 +58,8 @@ def attention(
         is_causal: query ``i`` only sees keys ``j <= i`` (top-left aligned, as in
             ``torch.nn.functional.scaled_dot_product_attention``).
         scale: score scale, default ``1 / sqrt(Dh)``.
+        dropout_p: attention dropout on the weights (pass the module's rate while training);
+            the mask is regenerated from a Philox seed in the backward pass, never stored.
 
     Returns:
         ``(B, H, Tq, Dh)``; query rows whose keys are all masked are zeros. Differentiable.
@@ -64,7 +67,13 @@ def attention(
     from lecturekit.kernels.flash_attention import flash_attention
 
     return flash_attention(
-        q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal, scale=scale
+        q,
+        k,
+        v,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        scale=scale,
+        dropout_p=dropout_p,
     )
 
 

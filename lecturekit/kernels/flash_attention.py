@@ -58,6 +58,17 @@ block accumulates ``dQ`` while streaming key blocks. Both recompute ``P`` from `
 and the saved ``LSE`` instead of reading an ``Nq * Nk`` matrix: recomputing costs flops, which
 are cheap, and saves bytes, which are not.
 
+Attention dropout
+-----------------
+With ``dropout_p > 0`` each weight ``P_ij`` is kept with probability ``1 - dropout_p`` and
+scaled by ``1 / (1 - dropout_p)`` (as ``torch.nn.functional.dropout`` does), after the
+softmax's denominator has been computed from all weights. The keep mask is never stored:
+element ``(i, j)`` of head ``bh`` draws Philox random number number
+``(bh * Nq + i) * Nk + j`` of a per-call seed, so the forward pass and both backward kernels
+regenerate exactly the same mask. In the backward pass ``dV`` uses the dropped weights, and
+``dP`` is masked and scaled the same way before ``dS = P * (dP - Delta)``;
+``Delta = rowsum(dO * O)`` still holds because ``O`` is computed from the dropped weights.
+
 Head dimensions ``D`` up to 128 are padded to a power of two (at least 16, the smallest
 ``tl.dot``) with masked loads; any ``Nq`` and ``Nk`` work (the last blocks are masked).
 Inputs may be fp32, fp16 or bf16; accumulation is fp32. Under the CPU interpreter bf16
@@ -87,8 +98,14 @@ def attention_reference(
     key_padding_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     scale: float | None = None,
+    dropout_keep: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
 ) -> torch.Tensor:
-    """PyTorch reference: materialises the scores; fully masked query rows -> zeros."""
+    """PyTorch reference: materialises the scores; fully masked query rows -> zeros.
+
+    ``dropout_keep`` (bool ``(B, H, Nq, Nk)``, e.g. from :func:`dropout_keep_mask`) applies
+    attention dropout with rate ``dropout_p`` to the weights.
+    """
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
     masked = torch.zeros(scores.shape[-2:], dtype=torch.bool, device=q.device)
@@ -101,7 +118,51 @@ def attention_reference(
     # fill fully masked rows with finite scores first so no NaN reaches the backward pass
     scores = scores.masked_fill(masked & ~all_masked, float("-inf"))
     weights = torch.softmax(scores, dim=-1).masked_fill(all_masked, 0.0)
+    if dropout_keep is not None:
+        weights = weights * dropout_keep / (1.0 - dropout_p)
     return weights @ v
+
+
+@triton.jit
+def _dropout_keep(seed, bh, rows, cols, n_q, n_k, dropout_p):
+    """Keep mask of attention dropout for query ``rows`` x key ``cols`` of head ``bh``.
+
+    ``rows`` and ``cols`` broadcast against each other (``(M, 1)`` and ``(1, N)``, or
+    transposed); each element draws Philox number ``(bh * Nq + row) * Nk + col`` (64-bit).
+    """
+    offsets = (bh.to(tl.int64) * n_q + rows) * n_k + cols
+    return tl.rand(seed, offsets) >= dropout_p
+
+
+@triton.jit
+def _dropout_keep_kernel(
+    KEEP,  # output (B * H, Nq, Nk) uint8
+    seed, dropout_p, n_q, n_k,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    bh = tl.program_id(1)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    for start_n in range(0, n_k, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        keep = _dropout_keep(seed, bh, rows[:, None], cols[None, :], n_q, n_k, dropout_p)
+        ok = (rows[:, None] < n_q) & (cols[None, :] < n_k)
+        offs = (bh.to(tl.int64) * n_q + rows[:, None]) * n_k + cols[None, :]
+        tl.store(KEEP + offs, keep.to(tl.uint8), mask=ok)
+
+
+def dropout_keep_mask(
+    seed: int, batch: int, heads: int, n_q: int, n_k: int, dropout_p: float, device
+) -> torch.Tensor:
+    """The keep mask ``(B, H, Nq, Nk)`` that :func:`flash_attention` uses with ``seed``.
+
+    Materialises what the kernels regenerate on the fly (for tests and teaching).
+    """
+    keep = torch.empty((batch, heads, n_q, n_k), dtype=torch.uint8, device=device)
+    _dropout_keep_kernel[(triton.cdiv(n_q, 32), batch * heads)](
+        keep, seed, float(dropout_p), n_q, n_k, BLOCK_M=32, BLOCK_N=32
+    )
+    return keep.bool()
 
 
 @triton.jit
@@ -119,8 +180,12 @@ def _attn_fwd_kernel(
     n_k,  # Nk
     head_dim,  # D (<= BLOCK_D)
     qk_scale,  # scale * log2(e): scores come out in base-2 units for exp2
+    seed,  # Philox seed of attention dropout
+    dropout_p,  # dropout rate
+    dropout_scale,  # 1 / (1 - dropout_p)
     IS_CAUSAL: tl.constexpr,
     HAS_KPM: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     UPCAST: tl.constexpr,  # compute in fp32 (interpreter with bf16 inputs)
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs (no TF32 rounding)
     BLOCK_M: tl.constexpr,  # queries per program
@@ -177,7 +242,10 @@ def _attn_fwd_kernel(
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         p = tl.exp2(s - m_safe[:, None])
         alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        l_i = l_i * alpha + tl.sum(p, axis=1)  # the denominator counts every weight
+        if HAS_DROPOUT:
+            keep = _dropout_keep(seed, bh, offs_m[:, None], offs_kn[None, :], n_q, n_k, dropout_p)
+            p = tl.where(keep, p * dropout_scale, 0.0)
 
         v = tl.load(
             v_base + offs_kn[:, None] * stride_vn + offs_d[None, :] * stride_vd,
@@ -245,8 +313,12 @@ def _attn_bwd_dkdv_kernel(
     n_heads, n_q, n_k, head_dim,
     sm_scale,  # the scale itself (dK = dS^T Q * scale)
     qk_scale,  # scale * log2(e)
+    seed,  # Philox seed of attention dropout (the forward's)
+    dropout_p,
+    dropout_scale,  # 1 / (1 - dropout_p)
     IS_CAUSAL: tl.constexpr,
     HAS_KPM: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     UPCAST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,  # queries per step
@@ -311,8 +383,14 @@ def _attn_bwd_dkdv_kernel(
         if IS_CAUSAL:
             valid = valid & (offs_m[None, :] >= offs_n[:, None])
         pt = tl.where(valid, pt, 0.0)
-        dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         dpt = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+        if HAS_DROPOUT:
+            keep = _dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], n_q, n_k, dropout_p)
+            pt_dropped = tl.where(keep, pt * dropout_scale, 0.0)
+            dpt = tl.where(keep, dpt * dropout_scale, 0.0)
+        else:
+            pt_dropped = pt
+        dv = tl.dot(pt_dropped.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         dst = pt * (dpt - delta[None, :])
         dk = tl.dot(dst.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
 
@@ -336,8 +414,12 @@ def _attn_bwd_dq_kernel(
     n_heads, n_q, n_k, head_dim,
     sm_scale,
     qk_scale,
+    seed,
+    dropout_p,
+    dropout_scale,
     IS_CAUSAL: tl.constexpr,
     HAS_KPM: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     UPCAST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,  # queries per program
@@ -397,6 +479,9 @@ def _attn_bwd_dq_kernel(
             valid = valid & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(valid, p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
+        if HAS_DROPOUT:
+            keep = _dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], n_q, n_k, dropout_p)
+            dp = tl.where(keep, dp * dropout_scale, 0.0)
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
 
@@ -419,7 +504,9 @@ class _LaunchConfig:
     num_stages: int
 
 
-def _launch_config(head_dim_padded: int, block_m: int | None, block_n: int | None) -> _LaunchConfig:
+def _launch_config(
+    head_dim_padded: int, dtype: torch.dtype, block_m: int | None, block_n: int | None
+) -> _LaunchConfig:
     if block_m is not None or block_n is not None or interpreter_enabled():
         bm = block_m or 32
         bn = block_n or 32
@@ -427,6 +514,9 @@ def _launch_config(head_dim_padded: int, block_m: int | None, block_n: int | Non
             if value < 16 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two >= 16, got {value}")
         return _LaunchConfig(bm, bn, bm, bn, bm, bn, num_warps=4, num_stages=1)
+    if dtype == torch.float32:
+        # fp32 tiles take twice the shared memory: smaller ones fit GPUs with ~100 KiB per SM
+        return _LaunchConfig(64, 32, 32, 64, 64, 32, num_warps=4, num_stages=2)
     if head_dim_padded <= 64:
         # Triton's fused-attention tutorial settings for D = 64 on recent GPUs
         return _LaunchConfig(128, 64, 32, 128, 128, 32, num_warps=4, num_stages=3)
@@ -440,11 +530,12 @@ def _strides4(t: torch.Tensor) -> tuple[int, int, int, int]:
 
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, kpm, is_causal, scale, block_m, block_n):  # type: ignore[override]
+    def forward(ctx, q, k, v, kpm, is_causal, scale, dropout_p, seed, block_m, block_n):  # type: ignore[override]
         batch, n_heads, n_q, head_dim = q.shape
         n_k = k.shape[2]
         block_d = max(16, next_power_of_2(head_dim))
-        cfg = _launch_config(block_d, block_m, block_n)
+        cfg = _launch_config(block_d, q.dtype, block_m, block_n)
+        dropout = (seed, dropout_p, 1.0 / (1.0 - dropout_p))
         upcast = interpreter_enabled() and q.dtype == torch.bfloat16
         precision = "ieee" if q.dtype == torch.float32 or upcast else "tf32"
         o = torch.empty((batch, n_heads, n_q, head_dim), dtype=q.dtype, device=q.device)
@@ -456,19 +547,19 @@ class _FlashAttention(torch.autograd.Function):
             *_strides4(q), *_strides4(k), *_strides4(v),
             kpm.stride(0) if kpm is not None else 0,
             n_heads, n_q, n_k, head_dim,
-            scale * LOG2E,
-            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, UPCAST=upcast, DOT_PRECISION=precision,
-            BLOCK_M=cfg.fwd_m, BLOCK_N=cfg.fwd_n, BLOCK_D=block_d,
+            scale * LOG2E, *dropout,
+            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout_p > 0,
+            UPCAST=upcast, DOT_PRECISION=precision, BLOCK_M=cfg.fwd_m, BLOCK_N=cfg.fwd_n, BLOCK_D=block_d,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )  # fmt: skip
         ctx.save_for_backward(q, k, v, o, lse, kpm)
-        ctx.meta = (is_causal, scale, cfg, block_d, upcast, precision)
+        ctx.meta = (is_causal, scale, dropout, cfg, block_d, upcast, precision)
         return o
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[override]
         q, k, v, o, lse, kpm = ctx.saved_tensors
-        is_causal, scale, cfg, block_d, upcast, precision = ctx.meta
+        is_causal, scale, dropout, cfg, block_d, upcast, precision = ctx.meta
         batch, n_heads, n_q, head_dim = q.shape
         n_k = k.shape[2]
         delta = torch.empty_like(lse)
@@ -483,10 +574,11 @@ class _FlashAttention(torch.autograd.Function):
         common = (
             *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do),
             kpm.stride(0) if kpm is not None else 0,
-            n_heads, n_q, n_k, head_dim, scale, scale * LOG2E,
+            n_heads, n_q, n_k, head_dim, scale, scale * LOG2E, *dropout,
         )  # fmt: skip
         flags = dict(
-            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, UPCAST=upcast, DOT_PRECISION=precision,
+            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout[1] > 0,
+            UPCAST=upcast, DOT_PRECISION=precision,
             BLOCK_D=block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )  # fmt: skip
         if n_k > 0:
@@ -498,7 +590,7 @@ class _FlashAttention(torch.autograd.Function):
             q, k, v, do, dq, lse, delta, kpm_arg, *common,
             BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags,
         )  # fmt: skip
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
 def flash_attention(
@@ -509,6 +601,8 @@ def flash_attention(
     key_padding_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     scale: float | None = None,
+    dropout_p: float = 0.0,
+    seed: int | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
 ) -> torch.Tensor:
@@ -521,6 +615,9 @@ def flash_attention(
         key_padding_mask: bool ``(B, Nk)``, True = padding.
         is_causal: query ``i`` sees keys ``j <= i`` only.
         scale: score scale, default ``1 / sqrt(D)``.
+        dropout_p: attention dropout rate in ``[0, 1)`` (apply only while training).
+        seed: Philox seed of the dropout mask; default: drawn from torch's CPU generator,
+            so ``torch.manual_seed`` makes runs repeatable.
         block_m, block_n: tile sizes (powers of two >= 16); default: tuned values on a GPU,
             32 under the interpreter.
 
@@ -556,11 +653,18 @@ def flash_attention(
             raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, q on {q.device}")
         key_padding_mask = key_padding_mask.contiguous().view(torch.uint8)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(f"dropout_p must be a float, got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if dropout_p > 0 else 0
     if batch * n_heads * n_q == 0:
         raise ValueError(f"q must have non-empty batch, head and query dims, got {tuple(q.shape)}")
     return _FlashAttention.apply(
-        q, k, v, key_padding_mask, bool(is_causal), scale, block_m, block_n
-    )
+        q, k, v, key_padding_mask, bool(is_causal), scale, float(dropout_p), int(seed),
+        block_m, block_n,
+    )  # fmt: skip
 
 
-__all__ = ["attention_reference", "flash_attention"]
+__all__ = ["attention_reference", "dropout_keep_mask", "flash_attention"]

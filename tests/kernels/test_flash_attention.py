@@ -8,7 +8,11 @@ import torch.nn.functional as F
 from _kernel_testing import assert_within_torch_error, interpreting
 
 import lecturekit.kernels as kernels
-from lecturekit.kernels.flash_attention import attention_reference, flash_attention
+from lecturekit.kernels.flash_attention import (
+    attention_reference,
+    dropout_keep_mask,
+    flash_attention,
+)
 
 FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
 BF16_ON_GPU_ONLY = pytest.mark.skipif(
@@ -122,3 +126,53 @@ def test_bad_arguments_raise(device):
         flash_attention(big, big, big)
     with pytest.raises(TypeError, match="share a dtype"):
         flash_attention(q, q.half(), q)
+
+
+@pytest.mark.parametrize("causal, padded", [(False, True), (True, False)])
+def test_dropout_matches_reference_with_the_same_mask(device, causal, padded):
+    batch, heads, n_q, n_k, dim, p = 2, 1, 17, 24, 16, 0.3
+    q = _model_layout(batch, heads, n_q, dim, FP32, device)
+    k = _model_layout(batch, heads, n_k, dim, FP32, device)
+    v = _model_layout(batch, heads, n_k, dim, FP32, device)
+    kpm = _padding(batch, n_k, device) if padded else None
+    out = flash_attention(q, k, v, key_padding_mask=kpm, is_causal=causal, dropout_p=p, seed=123)
+
+    keep = dropout_keep_mask(123, batch, heads, n_q, n_k, p, device).cpu()
+    refs = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    kpm_cpu = kpm.cpu() if kpm is not None else None
+    out_ref = attention_reference(
+        *refs, key_padding_mask=kpm_cpu, is_causal=causal, dropout_keep=keep, dropout_p=p
+    )
+    d_out = torch.randn_like(out_ref)
+    out.backward(d_out.to(device, FP32))
+    out_ref.backward(d_out)
+    torch.testing.assert_close(out.cpu().double(), out_ref, atol=1e-5, rtol=1e-5)
+    for name, got, ref in zip(("dq", "dk", "dv"), (q, k, v), refs, strict=True):
+        torch.testing.assert_close(
+            got.grad.cpu().double(), ref.grad, atol=1e-5, rtol=1e-5, msg=name
+        )
+
+
+def test_dropout_mask_rate_and_seeding(device):
+    keep = dropout_keep_mask(7, 1, 2, 40, 50, 0.25, device)
+    assert abs(keep.float().mean().item() - 0.75) < 0.03
+    assert not torch.equal(keep, dropout_keep_mask(8, 1, 2, 40, 50, 0.25, device))
+    q = torch.randn(1, 2, 9, 16, device=device)
+    torch.manual_seed(5)
+    first = flash_attention(q, q, q, dropout_p=0.5)
+    torch.manual_seed(5)
+    torch.testing.assert_close(flash_attention(q, q, q, dropout_p=0.5), first)
+    torch.testing.assert_close(
+        flash_attention(q, q, q, dropout_p=0.0), attention_reference(q, q, q), atol=1e-5, rtol=0
+    )
+    with pytest.raises(ValueError, match="dropout_p must be in"):
+        flash_attention(q, q, q, dropout_p=1.0)
+
+
+def test_public_wrapper_passes_dropout(device):
+    q = torch.randn(1, 1, 8, 16, device=device)
+    torch.manual_seed(3)
+    dropped = kernels.attention(q, q, q, dropout_p=0.5)
+    torch.manual_seed(3)
+    torch.testing.assert_close(dropped, flash_attention(q, q, q, dropout_p=0.5))
+    assert not torch.allclose(dropped, kernels.attention(q, q, q))
