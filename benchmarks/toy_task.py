@@ -3,7 +3,7 @@
 For the number-reading task (``20481`` -> ``两万零四百八十一``) and the date task (several
 English / Chinese forms -> ``YYYY-MM-DD``): train ``lecturekit.training.small_config`` with the
 default ``small_train_config``, evaluate held-out (valid split) exact match by greedy decoding
-every ``--eval-every`` steps, and stop at >= 99%. Then report, on the test split, exact match
+every ``--eval-every`` steps, and stop at >= 99.5%. Then report, on the test split, exact match
 and corpus BLEU (sacrebleu, character tokens).
 
 Prints per task the wall seconds until held-out exact match >= 0.99 (evaluation time
@@ -31,6 +31,9 @@ from lecturekit.model import Transformer
 from lecturekit.training import evaluate, fit, small_config, small_train_config
 
 TARGET = 0.99
+# training continues a little past TARGET so that the final test exact match, measured on
+# other sentences than the stopping criterion, is not just at the edge
+STOP_AT = 0.995
 
 
 def run(
@@ -48,7 +51,7 @@ def run(
         **train_overrides,
         eval_every=eval_every,
         max_seconds=max_seconds,
-        target_exact_match=TARGET,
+        target_exact_match=STOP_AT,
         progress=False,
         seed=seed,
     )
@@ -68,6 +71,11 @@ def run(
         refs += [task.decode_tgt(row) for row in batch.tgt_out]
     bleu = corpus_bleu(hyps, refs, tokenize="char")
     steps = history.step[-1]
+    curve = zip(history.eval_step, history.valid_exact_match, history.eval_seconds, strict=True)
+    print(
+        f"{task_name:7s} valid EM by step: "
+        + ", ".join(f"{s}:{em:.3f}@{t:.0f}s" for s, em, t in curve)
+    )
     print(
         f"{task_name:7s} steps {steps:5d}  seconds to valid EM >= {TARGET}: {seconds:7.1f}  "
         f"valid EM {history.valid_exact_match[-1]:.4f}  test EM {test['exact_match']:.4f}  "

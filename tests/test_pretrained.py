@@ -68,3 +68,16 @@ def test_unknown_recipe_and_duplicate_registration() -> None:
     assert pretrained.register(recipe) is recipe  # re-registering the same recipe is fine
     with pytest.raises(ValueError, match="already registered"):
         pretrained.register(pretrained.Recipe(**{**recipe.__dict__, "seed": 99}))
+
+
+def test_list_and_cli(capsys) -> None:
+    from lecturekit.pretrained.__main__ import main
+
+    listing = pretrained.list_recipes()
+    assert set(listing) == set(pretrained.RECIPES)
+    assert not any(text.endswith("[not built]") for text in listing.values())
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in pretrained.RECIPES)
+    with pytest.raises(SystemExit):
+        main(["build", "no-such-model"])

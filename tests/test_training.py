@@ -187,3 +187,15 @@ def test_fit_rejects_bad_arguments() -> None:
         fit(model, task, config={"epochs": 1})
     with pytest.raises(TypeError, match="train"):
         fit(model, 42, config=TrainConfig(progress=False))
+
+
+def test_small_config_and_small_train_config_defaults_and_overrides() -> None:
+    from lecturekit import Transformer
+    from lecturekit.training import small_config, small_train_config
+
+    cfg = small_config(14, 19, n_decoder_layers=3)
+    assert (cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.n_decoder_layers) == (14, 19, 3)
+    assert cfg.d_model % cfg.n_heads == 0
+    assert Transformer(cfg)(torch.tensor([[4, 5]]), torch.tensor([[1, 6]])).shape == (1, 2, 19)
+    train = small_train_config(batch_size=7)
+    assert train.batch_size == 7 and train.schedule == "noam"
