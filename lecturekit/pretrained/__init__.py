@@ -221,3 +221,48 @@ register(
         train={"epochs": 3, "max_steps": 900, "batch_size": 64, "warmup_steps": 200},
     )
 )
+
+
+def _register_exposure_bias_recipes() -> None:
+    """Chapter 6 (exposure bias): teacher forcing vs scheduled sampling at the same budget.
+
+    200 updates of 64 sentences on the number task, same initialisation and data order per
+    seed; deliberately under-trained so that the models still make mistakes to accumulate.
+    """
+    scheduled = {"schedule": "linear", "k": 1.0, "c": 0.5 / 200, "min_prob": 0.5}
+    for seed in (0, 1, 2):
+        for method, ss in (("tf", None), ("ss", scheduled)):
+            register(
+                Recipe(
+                    name=f"number-{method}-s{seed}",
+                    description=(
+                        f"number reading, {'scheduled sampling' if ss else 'teacher forcing'}, "
+                        f"seed {seed}: 200 steps, 1+1 layers, d_model 32 (chapter 6)"
+                    ),
+                    task="number",
+                    task_kwargs={"n_train": 4000, "n_valid": 200, "n_test": 500},
+                    model={
+                        "d_model": 32,
+                        "n_heads": 4,
+                        "d_ff": 64,
+                        "n_encoder_layers": 1,
+                        "n_decoder_layers": 1,
+                        "dropout": 0.0,
+                        "max_len": 32,
+                    },
+                    train={
+                        "max_steps": 200,
+                        "epochs": 100,
+                        "batch_size": 64,
+                        "schedule": "constant",
+                        "lr": 3e-3,
+                        "label_smoothing": 0.0,
+                        "seed": seed,
+                        "scheduled_sampling": ss,
+                    },
+                    seed=seed,
+                )
+            )
+
+
+_register_exposure_bias_recipes()
