@@ -68,6 +68,22 @@ def usable_kernels(tensor: Tensor, what: str) -> ModuleType | None:
     return None
 
 
+def _may_mask_whole_rows(
+    attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
+) -> bool:
+    """Cheap test on the small ``(B, Tk)`` padding mask: can a query row lose every key?
+
+    Without an ``attn_mask`` a row loses every key only if its batch row's keys are all
+    padding, or, with the causal mask (which always leaves key 0 visible), if key 0 is padding.
+    """
+    if attn_mask is not None or key_padding_mask is None:
+        return attn_mask is not None
+    if key_padding_mask.dtype != torch.bool:
+        return True
+    blocked = key_padding_mask[:, 0] if is_causal else key_padding_mask.all(dim=-1)
+    return bool(blocked.any())
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -223,7 +239,9 @@ class MultiHeadAttention(nn.Module):
                 q.dtype,
                 q.device,
             )
-            mask, dead = fully_masked_rows(mask)  # (B|1, H|1, Tq, 1) or None
+            dead = None
+            if _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
+                mask, dead = fully_masked_rows(mask)  # (B|1, H|1, Tq, 1) or None
             if backend == "math":
                 out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
             else:
