@@ -20,6 +20,7 @@ no test example is ever seen during training.
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,12 @@ def number_to_chinese(n: int) -> str:
         raise TypeError(f"n must be an int, got {type(n).__name__}")
     if not 0 <= n < 10**8:
         raise ValueError(f"n must be in [0, 10^8), got {n}")
+    return _reading(n)
+
+
+@functools.cache
+def _reading(n: int) -> str:
+    # cached: drawing distinct examples re-draws the same small numbers many times
     if n == 0:
         return "零"
     high, low = divmod(n, 10_000)
@@ -101,7 +108,7 @@ def _sample_number(rng: random.Random, max_digits: int) -> Pair:
     for _ in range(n_digits - 1):
         digits.append(0 if sparse and rng.random() < 0.5 else rng.randint(0, 9))
     n = int("".join(map(str, digits)))
-    return str(n), number_to_chinese(n)
+    return str(n), _reading(n)
 
 
 # ---------------------------------------------------------------------------------------------
