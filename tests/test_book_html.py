@@ -211,7 +211,9 @@ def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) ->
             assert "toggle-hidden" in (dropdown.get_attribute("class") or ""), (
                 f"{name}: dropdown {index} is not collapsed on load"
             )
-            dropdown.locator(":scope > .admonition-title").click()
+            # The chevron button, not the title: a solution's title holds a link to its
+            # exercise, and sphinx-togglebutton ignores clicks that land on title children.
+            dropdown.locator(":scope > .admonition-title .toggle-button").click()
             assert "toggle-hidden" not in (dropdown.get_attribute("class") or ""), (
                 f"{name}: dropdown {index} did not open"
             )
