@@ -192,6 +192,7 @@ def _attn_fwd_kernel(
     BLOCK_N: tl.constexpr,  # keys per step
     BLOCK_D: tl.constexpr,  # head dim padded to a power of two
 ):  # fmt: skip
+    """One program per (query block, batch x head): stream K/V blocks, online softmax."""
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
@@ -278,6 +279,7 @@ def _attn_bwd_preprocess_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
+    """Delta = rowsum(dO * O), one program per (query block, batch x head)."""
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
@@ -325,6 +327,7 @@ def _attn_bwd_dkdv_kernel(
     BLOCK_N: tl.constexpr,  # keys per program
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
+    """One program per (key block, batch x head): stream query blocks, accumulate dK and dV."""
     start_n = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
@@ -426,6 +429,7 @@ def _attn_bwd_dq_kernel(
     BLOCK_N: tl.constexpr,  # keys per step
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
+    """One program per (query block, batch x head): stream key blocks, accumulate dQ."""
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)

@@ -97,6 +97,7 @@ def _softmax_fwd_kernel(
     BLOCK_N: tl.constexpr,  # columns per block (power of two)
     SINGLE_BLOCK: tl.constexpr,  # BLOCK_N >= N: keep the whole row in registers
 ):
+    """One program per row: read x (and the mask) once, write y once (two passes if long)."""
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * stride_x
     y_row = Y + row * n_cols
@@ -147,6 +148,7 @@ def _softmax_bwd_kernel(
     BLOCK_N: tl.constexpr,
     SINGLE_BLOCK: tl.constexpr,
 ):
+    """One program per row: dx = scale * y * (dy - sum(dy * y)); reads y, dy once, writes dx."""
     row = tl.program_id(0).to(tl.int64)
     base = row * n_cols
     cols = tl.arange(0, BLOCK_N)

@@ -82,6 +82,7 @@ def _layer_norm_fwd_kernel(
     ROWS: tl.constexpr,  # rows per program (power of two)
     BLOCK_N: tl.constexpr,  # power of two >= N
 ):
+    """One program per ROWS rows: read x once, write y once, save mean and 1/std per row."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -116,6 +117,7 @@ def _layer_norm_bwd_dx_kernel(
     ROWS: tl.constexpr,  # rows per step (power of two)
     BLOCK_N: tl.constexpr,
 ):
+    """One program per chunk of rows: dx for each row, partial dw/db sums for the chunk."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -157,6 +159,7 @@ def _layer_norm_bwd_dwdb_kernel(
     BLOCK_G: tl.constexpr,  # partial rows summed per step
     BLOCK_N: tl.constexpr,  # columns per program
 ):
+    """One program per block of columns: sum the G partial rows of dw and db."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     dw = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
     db = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
