@@ -12,6 +12,15 @@ import torch.multiprocessing as mp
 from lecturekit.distributed import DistContext, setup, shard
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run faster on one thread, and xdist workers then do not oversubscribe."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _problem():
     from lecturekit import Transformer, TransformerConfig
     from lecturekit.data import make_task

@@ -14,6 +14,15 @@ from lecturekit.scheduled_sampling import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run faster on one thread, and xdist workers then do not oversubscribe."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_schedules_follow_bengio_formulas() -> None:
     for i in (0, 10, 500, 5000):
         assert teacher_forcing_prob(i, "linear", k=1.0, c=1e-3) == pytest.approx(

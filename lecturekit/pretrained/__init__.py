@@ -206,7 +206,7 @@ register(
         name="translation-small",
         description=(
             "toy English-like -> Chinese-like translation with word reordering "
-            "(cross-attention maps, chapters 4-5); small_config, 2+2 layers, d_model 64"
+            "(cross-attention maps, chapters 4-5); 2+2 layers, d_model 64, d_ff 256"
         ),
         task="translation",
         model={
