@@ -172,9 +172,10 @@ def test_fit_learns_and_records_history() -> None:
     assert len(fig.axes) == 3
 
 
-def test_fit_stops_at_max_steps_and_evaluate_matches_manual_count() -> None:
+def test_fit_stops_at_max_steps_and_evaluate_matches_manual_count(capsys) -> None:
     task, model = tiny_setup()
-    history = fit(model, task, config=TrainConfig(max_steps=3, progress=False, batch_size=16))
+    history = fit(model, task, config=TrainConfig(max_steps=3, progress=True, batch_size=16))
+    assert "training" in capsys.readouterr().err  # the tqdm progress bar
     assert history.step == [1, 2, 3]
     assert history.eval_step == [3]
     metrics = evaluate(model, task.loader("valid", batch_size=8))
