@@ -1,4 +1,5 @@
-# Two commands for everyone: `make book` (build the HTML book) and `make test` (every check).
+# Two commands for everyone: `make book` (build the HTML book) and `make test` (every check;
+# a failing step does not stop the later ones, and make test fails if any step failed).
 # Both create .venv when needed and install the pinned set (constraints.txt) once; the stamp
 # files below make repeated runs skip the install until pyproject.toml or a lock file changes.
 
@@ -68,7 +69,7 @@ book: setup
 test: setup $(CHROMIUM) $(CJK_FONT)
 	@start=$$(date +%s); \
 	trap 'echo "make test: total time $$(( $$(date +%s) - start )) s"' EXIT; \
-	$(MAKE) --no-print-directory lint unit kernels nbval book-strict browser
+	$(MAKE) --no-print-directory --keep-going lint unit kernels nbval book-strict browser
 
 lint: $(PIP_STAMP)
 	@echo "==> [1/6] ruff (lint and format check)"
