@@ -24,6 +24,8 @@ def test_every_recipe_is_shipped_small_and_loads() -> None:
         for key, value in recipe.model.items():
             assert getattr(ckpt.config, key) == value
     assert total < MAX_TOTAL_BYTES
+    shipped = sum(p.stat().st_size for p in pretrained.DATA_DIR.glob("*.pt"))
+    assert shipped < MAX_TOTAL_BYTES  # every file in the package, registered or not
 
 
 def test_translation_model_translates_held_out_sentences() -> None:
