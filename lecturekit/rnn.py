@@ -156,3 +156,36 @@ def context_recoverability(
     sst = ((targets[half:] - targets[half:].mean(dim=0)) ** 2).sum(dim=0)
     r2 = (1 - sse / sst).reshape(seq_len, input_size).mean(dim=1)
     return r2.clamp(min=0.0)
+
+
+def module_gradient_norms(
+    module: torch.nn.Module,
+    seq_len: int,
+    *,
+    input_size: int,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> torch.Tensor:
+    """:func:`rnn_gradient_norms` for any batch-first recurrent module (``nn.RNN``,
+    ``nn.LSTM``, ``nn.GRU``) whose forward returns ``(outputs (B, T, H), state)``.
+
+    The inputs, the read-out vector ``u`` and the averaging are those of
+    :func:`rnn_gradient_norms`, in the module's dtype. Returns ``(seq_len,)`` indexed by the
+    distance ``k`` from the last step.
+    """
+    _check_positive("seq_len", seq_len)
+    _check_positive("input_size", input_size)
+    _check_positive("batch_size", batch_size)
+    if not getattr(module, "batch_first", False):
+        raise ValueError("module must be batch first (construct it with batch_first=True)")
+    dtype = next(module.parameters()).dtype
+    generator = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(batch_size, seq_len, input_size, generator=generator, dtype=torch.float64)
+    x = x.to(dtype).requires_grad_(True)
+    outputs, _ = module(x)
+    if outputs.dim() != 3 or outputs.shape[:2] != (batch_size, seq_len):
+        raise ValueError(f"module must return outputs (B, T, H), got {tuple(outputs.shape)}")
+    u = torch.randn(batch_size, outputs.shape[-1], generator=generator, dtype=torch.float64)
+    u = (u / u.norm(dim=-1, keepdim=True)).to(dtype)
+    (grad,) = torch.autograd.grad((u * outputs[:, -1]).sum(), x)
+    return grad.norm(dim=-1).mean(dim=0).flip(0).detach()

@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from lecturekit.rnn import context_recoverability, make_rnn_weights, rnn_gradient_norms, run_rnn
+from lecturekit.rnn import (
+    context_recoverability,
+    make_rnn_weights,
+    module_gradient_norms,
+    rnn_gradient_norms,
+    run_rnn,
+)
 
 
 def test_weights_have_every_singular_value_equal_to_gain():
@@ -84,3 +90,28 @@ def test_run_rnn_rejects_wrong_shapes():
         run_rnn(torch.zeros(5, 3, dtype=torch.float64), w_h, w_x)
     with pytest.raises(ValueError, match="weights do not fit"):
         run_rnn(torch.zeros(2, 5, 2, dtype=torch.float64), w_h, w_x)
+
+
+def test_module_gradient_norms_matches_the_hand_written_rnn():
+    w_h, w_x = make_rnn_weights(32, 8, 0.9, seed=2)
+    module = torch.nn.RNN(8, 32, bias=False, batch_first=True).double()
+    with torch.no_grad():
+        module.weight_hh_l0.copy_(w_h)
+        module.weight_ih_l0.copy_(w_x)
+    expected = rnn_gradient_norms(15, gain=0.9, seed=2)
+    torch.testing.assert_close(module_gradient_norms(module, 15, input_size=8, seed=2), expected)
+
+
+def test_lstm_with_open_forget_gate_keeps_long_range_gradient():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(8, 32, batch_first=True).double()
+    default = module_gradient_norms(lstm, 40, input_size=8)
+    with torch.no_grad():
+        lstm.bias_ih_l0[32:64] = 3.0  # forget gate sigma(3) ~ 0.95
+    opened = module_gradient_norms(lstm, 40, input_size=8)
+    assert opened[-1] / opened[0] > 1e3 * default[-1] / default[0]
+
+
+def test_module_gradient_norms_rejects_sequence_first_modules():
+    with pytest.raises(ValueError, match="batch first"):
+        module_gradient_norms(torch.nn.GRU(4, 4), 3, input_size=4)
