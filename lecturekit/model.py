@@ -88,7 +88,7 @@ class Transformer(nn.Module):
     # -- helpers -----------------------------------------------------------------------------
     def _embed(
         self, tokens: Tensor, embedding: nn.Embedding, positions: nn.Module, offset: int = 0
-    ):
+    ) -> Tensor:
         x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
         return self.dropout(positions(x, offset))
 
