@@ -230,16 +230,13 @@ def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> 
 def small_train_config(**overrides: Any) -> TrainConfig:
     """The :class:`TrainConfig` that goes with :func:`small_config` (``overrides`` replace
     fields): batch 128, warmup 100 steps, ``lr_factor`` 0.5 (peak learning rate about
-    0.006 for d_model 64), no label smoothing (each toy input has exactly one right output;
-    on the date task this reached 98.8% exact match 400 steps sooner in our one comparison).
-    """
+    0.006 for d_model 64), the paper's label smoothing 0.1."""
     fields_: dict[str, Any] = dict(
         epochs=30,
         batch_size=128,
         schedule="noam",
         warmup_steps=100,
         lr_factor=0.5,
-        label_smoothing=0.0,
     )
     fields_.update(overrides)
     return TrainConfig(**fields_)
