@@ -67,7 +67,7 @@ def test_decoder_is_causal_through_the_full_model():
     model = Transformer(small_config()).eval()
     src, tgt = tokens(2, 5, 23, 3), tokens(2, 7, 29, 4)
     logits = model(src, tgt)
-    for t in range(6):
+    for t in (0, 2, 5):
         changed = tgt.clone()
         changed[:, t + 1 :] = tokens(2, 6 - t, 29, 10 + t)
         torch.testing.assert_close(
