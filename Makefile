@@ -91,9 +91,11 @@ kernels: $(PIP_STAMP)
 nbval: $(PIP_STAMP)
 	@echo "==> [4/6] nbval: re-run every notebook and compare its outputs"
 	@mkdir -p _build
+	@rm -f _build/nbval.xml
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NBVAL_SANITIZE) \
-		-n $(JOBS) --dist loadfile -q -p no:cacheprovider --junitxml=_build/nbval.xml notebooks
-	@$(PY) .ci/nbval_summary.py _build/nbval.xml
+		-n $(JOBS) --dist loadfile -q -p no:cacheprovider --junitxml=_build/nbval.xml notebooks \
+		|| status=$$?; \
+	$(PY) .ci/nbval_summary.py _build/nbval.xml; exit $${status:-0}
 
 book-strict: setup
 	@echo "==> [5/6] strict book build (jupyter-book build . --all -W -n --keep-going)"

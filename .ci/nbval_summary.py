@@ -11,7 +11,8 @@ def main(path: str) -> int:
     cells: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for case in ET.parse(path).getroot().iter("testcase"):
-        notebook = case.get("file") or case.get("classname", "?").split("::")[0]
+        # classname is the dotted path: "notebooks.00_setup.ipynb"
+        notebook = case.get("classname", "?").removesuffix(".ipynb").replace(".", "/") + ".ipynb"
         cells[notebook] += 1
         if case.find("failure") is not None or case.find("error") is not None:
             failed[notebook] += 1
