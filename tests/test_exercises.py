@@ -164,6 +164,11 @@ def test_default_compare_details():
     assert "键不对" in compare({"a": 1}, {"b": 1})
     assert "位置 ['a']" in compare({"a": 1}, {"a": 2})
     assert compare(True, False) is not None and compare(True, torch.tensor(True)) is None
+    assert "数值不对" in compare(torch.tensor(0.5), torch.tensor(0.25))
+    assert compare(torch.tensor(0.5), torch.tensor(0.5)) is None
+    minus_inf = torch.tensor([float("-inf"), 1.0])
+    assert compare(minus_inf, minus_inf.clone()) is None
+    assert "数值不对" in compare(minus_inf, torch.tensor([0.0, 1.0]))
 
 
 @pytest.mark.parametrize("exercise_id", list_exercises())

@@ -301,6 +301,8 @@ def _default_compare(expected: Any, got: Any, where: str = "") -> str | None:
 
 
 def _compare_arrays(expected: Any, got: Any, at: str) -> str | None:
+    import numpy
+
     kind = "torch.Tensor" if _is_tensor(expected) else "numpy.ndarray"
     if not (_is_tensor(got) if _is_tensor(expected) else _is_ndarray(got)):
         return f"类型不对{at}：期望 {kind}，得到 {type(got).__name__}"
@@ -310,14 +312,19 @@ def _compare_arrays(expected: Any, got: Any, at: str) -> str | None:
         return f"dtype 不对{at}：期望 {expected.dtype}，得到 {got.dtype}"
     e, g = _as_numpy(expected), _as_numpy(got)
     if _dtype_kind(expected) in ("float", "complex"):
-        # NaN never matches, even where the reference is NaN: a student's NaN is a bug
-        bad = ~(abs(g - e) <= ATOL + RTOL * abs(e))
+        # Equal infinities match (inf - inf is NaN) and an infinite reference has no
+        # tolerance (inf <= inf would accept anything); NaN never matches, even where the
+        # reference is NaN: a student's NaN is a bug.
+        bad = ~((g == e) | (numpy.isfinite(e) & (abs(g - e) <= ATOL + RTOL * abs(e))))
     else:
         bad = g != e
     n_bad = int(bad.sum())
     if n_bad == 0:
         return None
-    first = tuple(int(i[0]) for i in bad.nonzero())
+    # flat index -> multi-index also works for 0-d arrays, where nonzero() is an error
+    first = tuple(
+        int(i) for i in numpy.unravel_index(int(numpy.flatnonzero(bad)[0]), numpy.shape(bad))
+    )
     return (
         f"数值不对{at}：{n_bad}/{bad.size} 个元素不同，"
         f"例如下标 {first}：期望 {_short(e[first].item())}，得到 {_short(g[first].item())}\n"
