@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
+# "layers.N." at the start of the name (a bare Encoder) or after a dot (model.encoder)
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
 @dataclass
@@ -97,5 +98,5 @@ def _component(name: str) -> tuple[str, int | None]:
     head = name[: match.start()]
     rest = name[match.end() :].split(".")
     child = rest[0] if len(rest) > 1 else ""
-    component = f"{head}.layers.*" + (f".{child}" if child else "")
+    component = (f"{head}." if head else "") + "layers.*" + (f".{child}" if child else "")
     return component, int(match.group(1))

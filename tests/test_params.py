@@ -4,7 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from lecturekit import MultiHeadAttention, Transformer, TransformerConfig, count_parameters
+from lecturekit import (
+    Encoder,
+    MultiHeadAttention,
+    Transformer,
+    TransformerConfig,
+    count_parameters,
+)
 
 
 def test_multihead_attention_has_4_d_squared_plus_4_d():
@@ -26,6 +32,14 @@ def test_components_and_repeats():
     assert rows["src_embedding"].count == 11 * 8 and rows["tgt_embedding"].count == 13 * 8
     assert "encoder.layers.*.ffn" in str(table) and f"{table.total:,}" in str(table)
     assert sum(table.to_dict().values()) == int(table)
+
+
+def test_a_bare_stack_groups_its_layers():
+    encoder = Encoder(4, d_model=8, n_heads=2, d_ff=12)
+    rows = {row.name: row for row in count_parameters(encoder).rows}
+    assert rows["layers.*.ffn"].repeats == 4
+    assert rows["layers.*.ffn"].per_layer == 8 * 12 + 12 + 12 * 8 + 8
+    assert sum(row.count for row in rows.values()) == sum(p.numel() for p in encoder.parameters())
 
 
 def test_tied_weights_are_counted_once():
