@@ -267,18 +267,22 @@ class MultiHeadAttention(nn.Module):
             return None
         unsupported = (
             attn_mask is not None
-            or dropout_p > 0
             or (key_padding_mask is not None and key_padding_mask.dtype != torch.bool)
             or (is_causal and 1 < q.size(2) != k.size(2))  # kernel: top-left causal only
         )
         if unsupported:
             warn_once(
-                "MultiHeadAttention: the Triton kernel supports only boolean key padding masks, "
-                "is_causal and no attention dropout; using 'sdpa' for this call."
+                "MultiHeadAttention: the Triton kernel supports only boolean key padding masks "
+                "and top-left is_causal, not general attn_mask; using 'sdpa' for this call."
             )
             return None
         return kernels.attention(
-            q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal and q.size(2) > 1
+            q,
+            k,
+            v,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal and q.size(2) > 1,
+            dropout_p=dropout_p,
         )
 
     def forward(

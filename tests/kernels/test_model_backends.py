@@ -58,3 +58,29 @@ def test_triton_backends_match_math_backend(device, monkeypatch):
     torch.testing.assert_close(logits, logits_ref, atol=1e-5, rtol=1e-4)
     for (name, p), p_ref in zip(fused.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad, p_ref.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_training_with_attention_dropout_runs_through_the_kernel(device, monkeypatch):
+    seen_dropout = []
+    original = kernels.attention
+
+    def recording(*args, **kwargs):
+        seen_dropout.append(kwargs.get("dropout_p", 0.0))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "attention", recording)
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        23, 19, d_model=32, n_heads=2, d_ff=48, n_encoder_layers=1, n_decoder_layers=1,
+        dropout=0.25, attention_backend="triton",
+    )  # fmt: skip
+    model = Transformer(config).to(device).train()
+    src, tgt = _batch(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback to sdpa would warn
+        logits = model(src, tgt)
+        logits.square().mean().backward()
+
+    assert seen_dropout == [0.25, 0.25, 0.25]
+    assert torch.isfinite(logits).all()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
