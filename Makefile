@@ -92,8 +92,11 @@ nbval: $(PIP_STAMP)
 	@echo "==> [4/6] nbval: re-run every notebook and compare its outputs"
 	@mkdir -p _build
 	@rm -f _build/nbval.xml
+	# One notebook at a time: each kernel trains with torch's default threads (one per core,
+	# as the committed outputs were made), and two kernels side by side on 2 cores
+	# oversubscribe the CPU and run several times slower.
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NBVAL_SANITIZE) \
-		-n $(JOBS) --dist loadfile -q -p no:cacheprovider --junitxml=_build/nbval.xml notebooks \
+		-q -p no:cacheprovider --junitxml=_build/nbval.xml notebooks \
 		|| status=$$?; \
 	$(PY) .ci/nbval_summary.py _build/nbval.xml; exit $${status:-0}
 
