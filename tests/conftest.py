@@ -19,6 +19,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Run a test on one torch thread: tiny models are faster so, and xdist workers do not
+    oversubscribe the cores. Modules opt in with ``pytestmark``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--run-book"):
         return

@@ -21,14 +21,7 @@ from lecturekit.decoding import (
     sequence_log_prob,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread, and xdist workers then do not oversubscribe."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SYMBOLS = ["A", "B", "C"]

@@ -11,14 +11,7 @@ import torch.multiprocessing as mp
 
 from lecturekit.distributed import DistContext, setup, shard
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread, and xdist workers then do not oversubscribe."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _problem():

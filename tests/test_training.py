@@ -19,14 +19,7 @@ from lecturekit.training import (
     noam_lr,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread, and xdist workers then do not oversubscribe."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def reference_loss(logits: torch.Tensor, target: torch.Tensor, eps: float, pad: int) -> float:
