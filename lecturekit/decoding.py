@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -365,6 +365,29 @@ def greedy(
         produced, ``pad_id`` after it; with ``return_scores``, ``(tokens, log_probs)``.
     """
     _check_max_len(max_len)
+
+    def most_probable(log_probs: Tensor) -> Tensor:
+        return log_probs.argmax(dim=-1)
+
+    return _decode_token_by_token(
+        model, src, max_len, most_probable, src_key_padding_mask, return_scores, use_cache
+    )
+
+
+def _decode_token_by_token(
+    model: Any,
+    src: Any,
+    max_len: int,
+    choose: Callable[[Tensor], Tensor],
+    src_key_padding_mask: Tensor | None,
+    return_scores: bool,
+    use_cache: bool,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """The loop greedy and sampling share: ``choose`` maps log-probs ``(B, V)`` to ``(B,)``.
+
+    Finished rows get ``pad_id`` and stop adding to their score; stops when every row has
+    produced EOS or after ``max_len`` tokens.
+    """
     dec, was_training = _prepare(model, use_cache)
     try:
         state = dec.start(src, src_key_padding_mask)
@@ -377,10 +400,10 @@ def greedy(
         for _ in range(max_len):
             log_probs, state = dec.step(tokens, state)
             log_probs = _forbid_specials(log_probs, dec)
-            best = log_probs.argmax(dim=-1)
-            gained = log_probs.gather(1, best[:, None]).squeeze(1).double()
+            chosen = choose(log_probs)
+            gained = log_probs.gather(1, chosen[:, None]).squeeze(1).double()
             scores += torch.where(done, torch.zeros_like(gained), gained)
-            tokens = torch.where(done, torch.full_like(best, dec.pad_id), best)
+            tokens = torch.where(done, torch.full_like(chosen, dec.pad_id), chosen)
             out.append(tokens)
             done |= tokens == dec.eos_id
             if bool(done.all()):
@@ -475,32 +498,15 @@ def sample(
             generator.manual_seed(seed)
         else:
             generator.seed()
-    dec, was_training = _prepare(model, use_cache)
-    try:
-        state = dec.start(src, src_key_padding_mask)
-        batch = len(state) if isinstance(state, list) else _batch_of(src)
-        tokens = torch.full((batch,), dec.bos_id, dtype=torch.long, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        scores = torch.zeros(batch, dtype=torch.float64, device=device)
-        out = []
-        for _ in range(max_len):
-            log_probs, state = dec.step(tokens, state)
-            log_probs = _forbid_specials(log_probs, dec)
-            filtered = filter_logits(log_probs / temperature, top_k, top_p)
-            probs = torch.softmax(filtered.double(), dim=-1)
-            drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-            gained = log_probs.gather(1, drawn[:, None]).squeeze(1).double()
-            scores += torch.where(done, torch.zeros_like(gained), gained)
-            tokens = torch.where(done, torch.full_like(drawn, dec.pad_id), drawn)
-            out.append(tokens)
-            done |= tokens == dec.eos_id
-            if bool(done.all()):
-                break
-        result = torch.stack(out, dim=1)
-    finally:
-        if was_training:
-            model.train()
-    return (result, scores) if return_scores else result
+
+    def draw(log_probs: Tensor) -> Tensor:
+        filtered = filter_logits(log_probs / temperature, top_k, top_p)
+        probs = torch.softmax(filtered.double(), dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+    return _decode_token_by_token(
+        model, src, max_len, draw, src_key_padding_mask, return_scores, use_cache
+    )
 
 
 @torch.no_grad()
