@@ -10,6 +10,7 @@ from lecturekit.data import (
     collate,
     make_loader,
     make_task,
+    pad_sequences,
 )
 
 
@@ -28,6 +29,19 @@ def test_collate_teacher_forcing_layout():
     assert batch.n_target_tokens == 7
     moved = batch.to("cpu")
     assert torch.equal(moved.tgt_out, batch.tgt_out)
+
+
+@pytest.mark.parametrize("pad_id", [0, 7])
+def test_pad_sequences_matches_torch_pad_sequence(pad_id):
+    rng = torch.Generator().manual_seed(0)
+    lengths = [3, 1, 5, 5, 2]
+    seqs = [torch.randint(1, 50, (n,), generator=rng) for n in lengths]
+    expected = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=pad_id)
+    for given in (seqs, [s.tolist() for s in seqs], [tuple(s.tolist()) for s in seqs]):
+        out = pad_sequences(given, pad_id)
+        assert out.dtype == torch.long and torch.equal(out, expected)
+    with pytest.raises(ValueError, match="at least one"):
+        pad_sequences([])
 
 
 def test_collate_rejects_bad_pairs():

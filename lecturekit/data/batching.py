@@ -63,11 +63,11 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.
     """Right-pad lists of ids to one ``(N, L)`` long tensor, ``L`` = longest sequence."""
     if len(seqs) == 0:
         raise ValueError("seqs must contain at least one sequence")
-    length = max(len(s) for s in seqs)
-    out = torch.full((len(seqs), length), pad_id, dtype=torch.long)
-    for i, seq in enumerate(seqs):
-        out[i, : len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
-    return out
+    rows = [seq.tolist() if isinstance(seq, torch.Tensor) else list(seq) for seq in seqs]
+    length = max(len(row) for row in rows)
+    # one tensor from padded Python lists: a tensor copy per row costs more than the
+    # small model's whole forward pass
+    return torch.tensor([row + [pad_id] * (length - len(row)) for row in rows], dtype=torch.long)
 
 
 def collate(
