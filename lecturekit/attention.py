@@ -115,7 +115,10 @@ def scaled_dot_product_attention(
         scores = scores + to_additive(attn_mask, scores.dtype)
     # 3. softmax over the keys; rows with every key masked get zeros instead of 0/0 = NaN
     dead = torch.isneginf(scores).all(dim=-1, keepdim=True)
-    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    if bool(dead.any()):
+        weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    else:  # the common case; skipping two passes over the scores saves time, not accuracy
+        weights = torch.softmax(scores, dim=-1)
     # 4. weighted sum of the values
     output = F.dropout(weights, p=dropout_p) @ value if dropout_p > 0 else weights @ value
     return output, weights
