@@ -426,9 +426,10 @@ def _batch_of(src: Any) -> int:
 def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
     """Set to ``-inf`` the logits that top-k / top-p (nucleus) sampling excludes.
 
-    ``top_k`` keeps the k largest logits of each row. ``top_p`` keeps the smallest set of
-    most probable tokens whose total probability reaches ``top_p`` (Holtzman et al., 2020);
-    the most probable token is always kept. Ties at the boundary keep the lower index first.
+    ``top_k`` keeps exactly the k largest logits of each row. ``top_p`` keeps the smallest
+    set of most probable tokens whose total probability reaches ``top_p`` (Holtzman et al.,
+    2020); the most probable token is always kept. For both, ties at the boundary keep the
+    lower token index first, so the result does not depend on the sort implementation.
 
     Args:
         logits: ``(N, V)``.
@@ -441,8 +442,9 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
         raise ValueError(f"top_p: expected a float in (0, 1] or None, got {top_p!r}")
     logits = logits.clone()
     if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (N, 1)
-        logits[logits < kth] = -math.inf
+        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
+        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order[:, :top_k], False)
+        logits[drop] = -math.inf
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
         probs = torch.softmax(sorted_logits.double(), dim=-1)

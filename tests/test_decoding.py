@@ -154,6 +154,18 @@ def test_filter_logits_top_k() -> None:
     logits = torch.tensor([[0.1, 3.0, -1.0, 2.0, 0.5]])
     kept = filter_logits(logits, top_k=2) > -math.inf
     assert kept.tolist() == [[False, True, False, True, False]]
+    # ties at the k-th value: exactly k survive, the lower indices first
+    tied = torch.tensor([[1.0, 2.0, 1.0, 1.0, 0.0], [5.0, 5.0, 5.0, 5.0, 5.0]])
+    kept = filter_logits(tied, top_k=3) > -math.inf
+    assert kept.tolist() == [[True, True, True, False, False], [True, True, True, False, False]]
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randint(0, 4, (40, 9), generator=gen).double()  # many ties
+    for k in range(1, 10):
+        kept = filter_logits(logits, top_k=k) > -math.inf
+        assert (kept.sum(-1) == k).all()
+        for row in range(logits.shape[0]):  # brute force: sort by (-value, index), take k
+            ranked = sorted(range(9), key=lambda i, r=row: (-logits[r, i].item(), i))
+            assert set(torch.nonzero(kept[row]).flatten().tolist()) == set(ranked[:k])
     with pytest.raises(ValueError, match="top_k"):
         filter_logits(logits, top_k=0)
     with pytest.raises(ValueError, match="top_p"):
