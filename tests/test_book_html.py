@@ -61,6 +61,27 @@ def test_book_was_built() -> None:
     assert {"book/intro.html", "notebooks/00_setup.html", "search.html"} <= names, names
 
 
+CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
+def test_self_test_questions_are_numbered_per_chapter(path: Path) -> None:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    titles = [
+        t.get_text(" ", strip=True) for t in soup.select("div.admonition > p.admonition-title")
+    ]
+    questions = [t for t in titles if t.startswith("自测 ")]
+    solutions = [t for t in titles if t.startswith("解答")]
+    assert questions, f"{_page_id(path)}: no self-test questions"
+    chapter = "A" if "appendix" in path.stem else str(int(path.stem.split("_")[0]))
+    numbers = [q.split()[1] for q in questions]
+    assert numbers == [f"{chapter}.{i}" for i in range(1, len(questions) + 1)], numbers
+    # every solution names its question the same way ("解答 自测 6.1 (...)")
+    assert solutions == [f"解答 {q}" for q in questions]
+
+
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_page_references_no_cdn(path: Path) -> None:
     from bs4 import BeautifulSoup
