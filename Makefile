@@ -16,6 +16,9 @@ NPM_STAMP := node_modules/.lecturekit-installed
 CHROMIUM := /usr/bin/chromium
 # A CJK font, so the browser test's screenshots show the Chinese text instead of empty boxes.
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
+# the exercise checker's feedback starts with ✅ / ❌ / 💡; without a colour emoji font the
+# browser test's screenshots would show empty boxes where readers see the symbols
+EMOJI_FONT := /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
 BOOK_LOG := _build/book.log
@@ -54,11 +57,11 @@ $(NPM_STAMP): package.json package-lock.json
 		echo "WARNING: npm or its registry is unavailable: the book's widgets will load their JavaScript from a CDN (math still works offline)" >&2; \
 	fi
 
-$(CHROMIUM) $(CJK_FONT) &:
-	@echo "==> installing Debian's chromium and a CJK font for the browser test"
+$(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT) &:
+	@echo "==> installing Debian's chromium, a CJK font and an emoji font for the browser test"
 	$(SUDO) apt-get update -q
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
-		chromium fonts-wqy-microhei
+		chromium fonts-wqy-microhei fonts-noto-color-emoji
 
 book: setup
 	@rm -rf _build/html && mkdir -p _build
@@ -66,7 +69,7 @@ book: setup
 	@if grep -q "WARNING" $(BOOK_LOG); then echo "ERROR: the book build logged warnings (see $(BOOK_LOG))" >&2; exit 1; fi
 	@echo "Book built: open file://$(CURDIR)/_build/html/index.html"
 
-test: setup $(CHROMIUM) $(CJK_FONT)
+test: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@start=$$(date +%s); \
 	trap 'echo "make test: total time $$(( $$(date +%s) - start )) s"' EXIT; \
 	$(MAKE) --no-print-directory --keep-going lint unit kernels nbval book-strict browser
@@ -104,7 +107,7 @@ book-strict: setup
 	@echo "==> [5/6] strict book build (jupyter-book build . --all -W -n --keep-going)"
 	@$(MAKE) --no-print-directory book
 
-browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT)
+browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [6/6] browser test: headless chromium opens every built page offline"
 	$(PY) -m pytest tests/test_book_html.py --run-book -q -p no:cacheprovider
 
