@@ -5,12 +5,16 @@ kernels compute, but it never runs Triton's compiler, so code that only fails to
 (a type that changes inside a loop, a block shape ``tl.dot`` rejects, too much shared memory)
 would go unnoticed on a machine without a GPU. This script compiles each kernel, with the
 launch configurations ``lecturekit.kernels`` uses on a GPU, all the way to a cubin with the
-``ptxas`` that ships with triton, and prints the shared memory each one needs.
+``ptxas`` that ships with triton, and prints the shared memory each one needs. Attention
+kernels are compiled with their tuned tiles and with the smaller fallback tiles
+(``flash_attention._FALLBACK_CONFIGS``) that a GPU with less shared memory gets; the last
+line is the most shared memory any attention kernel needs with the smallest tiles.
 
 Usage (any machine with triton; TRITON_INTERPRET must be unset):
 
     python benchmarks/kernels_compile.py            # sm_90 (H100/H200), a few minutes
     python benchmarks/kernels_compile.py --arch 80  # sm_80 (A100)
+    python benchmarks/kernels_compile.py --arch 75  # sm_75 (T4, Colab's free GPU)
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ def main() -> int:
     target = GPUTarget("cuda", args.arch, 32)
     print(f"compiling lecturekit kernels for sm_{args.arch} with triton {triton.__version__}")
     count = 0
+    smallest_tiles_shared = 0
     for dtype in ("bf16", "fp16", "fp32"):
         for head_dim in (64, 128):
             cfg = fa._launch_config(head_dim, getattr(torch, DTYPES[dtype]), None, None)
@@ -85,14 +90,20 @@ def main() -> int:
                 DOT_PRECISION=precision, BLOCK_D=head_dim,
             )  # fmt: skip
             types = attention_types(dtype)
-            for kernel, block_m, block_n in (
-                (fa._attn_fwd_kernel, cfg.fwd_m, cfg.fwd_n),
-                (fa._attn_bwd_dkdv_kernel, cfg.dkdv_m, cfg.dkdv_n),
-                (fa._attn_bwd_dq_kernel, cfg.dq_m, cfg.dq_n),
-            ):
-                constexprs = dict(flags, BLOCK_M=block_m, BLOCK_N=block_n)
-                compile_kernel(target, kernel, types, constexprs, cfg.num_warps, cfg.num_stages)
-                count += 1
+            # the tuned tiles, then the smaller ones used where they do not fit
+            for tiles in (cfg, *fa._FALLBACK_CONFIGS):
+                for kernel, block_m, block_n in (
+                    (fa._attn_fwd_kernel, tiles.fwd_m, tiles.fwd_n),
+                    (fa._attn_bwd_dkdv_kernel, tiles.dkdv_m, tiles.dkdv_n),
+                    (fa._attn_bwd_dq_kernel, tiles.dq_m, tiles.dq_n),
+                ):
+                    constexprs = dict(flags, BLOCK_M=block_m, BLOCK_N=block_n)
+                    shared = compile_kernel(
+                        target, kernel, types, constexprs, tiles.num_warps, tiles.num_stages
+                    )
+                    count += 1
+                    if tiles is fa._FALLBACK_CONFIGS[-1]:
+                        smallest_tiles_shared = max(smallest_tiles_shared, shared)
             compile_kernel(
                 target, fa._attn_bwd_preprocess_kernel, types,
                 dict(BLOCK_M=cfg.dq_m, BLOCK_D=head_dim), cfg.num_warps, cfg.num_stages,
@@ -126,6 +137,9 @@ def main() -> int:
     compile_kernel(target, ln._layer_norm_bwd_dwdb_kernel, layer_norm_types, dwdb, 4, 3)
     count += 1
     print(f"RESULT kernels_compiled_sm{args.arch} {count}")
+    # what a GPU must offer per block for every attention kernel to run (with the smallest
+    # fallback tiles): 64 KiB on a T4 (sm_75), 99 KiB on an L4 (sm_89)
+    print(f"RESULT smallest_tiles_shared_kib_sm{args.arch} {smallest_tiles_shared / 1024:.1f}")
     return 0
 
 

@@ -78,11 +78,15 @@ arithmetic is wrong, so there the kernels convert bf16 blocks to fp32 right afte
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 from lecturekit.kernels._utils import check_tensor, interpreter_enabled, next_power_of_2
 
@@ -528,6 +532,55 @@ def _launch_config(
     return _LaunchConfig(128, 64, 32, 64, 64, 32, num_warps=8, num_stages=2)
 
 
+# Smaller tiles, tried in this order when the GPU lacks the shared memory for the tuned ones.
+# A T4 (Colab's free GPU) allows 64 KiB per block, and Triton's code for it needs more than
+# on newer GPUs: the tuned fp16 backward takes 80 KiB, 32 x 32 tiles 48 KiB, and fp32 with
+# D = 128 needs 16 x 16 tiles (34 KiB; ``benchmarks/kernels_compile.py --arch 75``).
+_FALLBACK_CONFIGS = (
+    _LaunchConfig(32, 32, 32, 32, 32, 32, num_warps=4, num_stages=1),
+    _LaunchConfig(16, 16, 16, 16, 16, 16, num_warps=4, num_stages=1),
+)
+_fitting_configs: dict[tuple[Any, ...], _LaunchConfig] = {}
+
+
+def _tile_area(cfg: _LaunchConfig) -> int:
+    return max(cfg.fwd_m * cfg.fwd_n, cfg.dkdv_m * cfg.dkdv_n, cfg.dq_m * cfg.dq_n)
+
+
+def _launch_fitting(
+    key: tuple[Any, ...] | None, cfg: _LaunchConfig, launch: Callable[[_LaunchConfig], Any]
+) -> Any:
+    """Run ``launch(cfg)``; where the GPU has too little shared memory for ``cfg``, run it
+    with the first smaller ``_FALLBACK_CONFIGS`` entry that fits, and remember that one.
+
+    Triton compares a kernel's shared memory with the device's limit before launching, so a
+    configuration that does not fit raises ``OutOfResources`` without side effects. ``key``
+    is ``(pass, device, dtype, padded head dim)``, or None for tile sizes the caller chose,
+    which are used as given.
+    """
+    if key is None:
+        return launch(cfg)
+    cfg = _fitting_configs.get(key, cfg)
+    candidates = [cfg, *(c for c in _FALLBACK_CONFIGS if _tile_area(c) < _tile_area(cfg))]
+    for candidate in candidates:
+        try:
+            result = launch(candidate)
+        except OutOfResources:
+            if candidate is candidates[-1]:
+                raise
+            continue
+        if candidate is not cfg:
+            warnings.warn(
+                f"flash_attention: this GPU has too little shared memory for the tuned tiles "
+                f"of the {key[0]} pass ({key[2]}, head dim {key[3]}); using "
+                f"{candidate.fwd_m} x {candidate.fwd_n} tiles: exact, but slower",
+                stacklevel=2,
+            )
+        _fitting_configs[key] = candidate
+        return result
+    raise AssertionError("unreachable: the last candidate returns or raises")
+
+
 def _strides4(t: torch.Tensor) -> tuple[int, int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
 
@@ -545,32 +598,33 @@ class _FlashAttention(torch.autograd.Function):
         o = torch.empty((batch, n_heads, n_q, head_dim), dtype=q.dtype, device=q.device)
         lse = torch.empty((batch * n_heads, n_q), dtype=torch.float32, device=q.device)
         kpm_arg = kpm if kpm is not None else lse  # dummy pointer, never read
-        grid = (triton.cdiv(n_q, cfg.fwd_m), batch * n_heads)
-        _attn_fwd_kernel[grid](
-            q, k, v, o, lse, kpm_arg,
-            *_strides4(q), *_strides4(k), *_strides4(v),
-            kpm.stride(0) if kpm is not None else 0,
-            n_heads, n_q, n_k, head_dim,
-            scale * LOG2E, *dropout,
-            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout_p > 0,
-            UPCAST=upcast, DOT_PRECISION=precision, BLOCK_M=cfg.fwd_m, BLOCK_N=cfg.fwd_n, BLOCK_D=block_d,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        )  # fmt: skip
+
+        def launch(cfg: _LaunchConfig) -> None:
+            _attn_fwd_kernel[(triton.cdiv(n_q, cfg.fwd_m), batch * n_heads)](
+                q, k, v, o, lse, kpm_arg,
+                *_strides4(q), *_strides4(k), *_strides4(v),
+                kpm.stride(0) if kpm is not None else 0,
+                n_heads, n_q, n_k, head_dim,
+                scale * LOG2E, *dropout,
+                IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout_p > 0,
+                UPCAST=upcast, DOT_PRECISION=precision,
+                BLOCK_M=cfg.fwd_m, BLOCK_N=cfg.fwd_n, BLOCK_D=block_d,
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            )  # fmt: skip
+
+        tuned = block_m is None and block_n is None
+        _launch_fitting(("forward", q.device, q.dtype, block_d) if tuned else None, cfg, launch)
         ctx.save_for_backward(q, k, v, o, lse, kpm)
-        ctx.meta = (is_causal, scale, dropout, cfg, block_d, upcast, precision)
+        ctx.meta = (is_causal, scale, dropout, cfg, tuned, block_d, upcast, precision)
         return o
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[override]
         q, k, v, o, lse, kpm = ctx.saved_tensors
-        is_causal, scale, dropout, cfg, block_d, upcast, precision = ctx.meta
+        is_causal, scale, dropout, cfg, tuned, block_d, upcast, precision = ctx.meta
         batch, n_heads, n_q, head_dim = q.shape
         n_k = k.shape[2]
         delta = torch.empty_like(lse)
-        _attn_bwd_preprocess_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
-            o, do, delta, *_strides4(do), n_heads, n_q, head_dim,
-            BLOCK_M=cfg.dq_m, BLOCK_D=block_d,
-        )  # fmt: skip
         dq = torch.empty((batch, n_heads, n_q, head_dim), dtype=q.dtype, device=q.device)
         dk = torch.empty((batch, n_heads, n_k, head_dim), dtype=k.dtype, device=k.device)
         dv = torch.empty_like(dk)
@@ -580,20 +634,29 @@ class _FlashAttention(torch.autograd.Function):
             kpm.stride(0) if kpm is not None else 0,
             n_heads, n_q, n_k, head_dim, scale, scale * LOG2E, *dropout,
         )  # fmt: skip
-        flags = dict(
-            IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout[1] > 0,
-            UPCAST=upcast, DOT_PRECISION=precision,
-            BLOCK_D=block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        )  # fmt: skip
-        if n_k > 0:
-            _attn_bwd_dkdv_kernel[(triton.cdiv(n_k, cfg.dkdv_n), batch * n_heads)](
-                q, k, v, do, dk, dv, lse, delta, kpm_arg, *common,
-                BLOCK_M=cfg.dkdv_m, BLOCK_N=cfg.dkdv_n, **flags,
+
+        def launch(cfg: _LaunchConfig) -> None:
+            _attn_bwd_preprocess_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
+                o, do, delta, *_strides4(do), n_heads, n_q, head_dim,
+                BLOCK_M=cfg.dq_m, BLOCK_D=block_d,
             )  # fmt: skip
-        _attn_bwd_dq_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
-            q, k, v, do, dq, lse, delta, kpm_arg, *common,
-            BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags,
-        )  # fmt: skip
+            flags = dict(
+                IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout[1] > 0,
+                UPCAST=upcast, DOT_PRECISION=precision,
+                BLOCK_D=block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            )  # fmt: skip
+            if n_k > 0:
+                _attn_bwd_dkdv_kernel[(triton.cdiv(n_k, cfg.dkdv_n), batch * n_heads)](
+                    q, k, v, do, dk, dv, lse, delta, kpm_arg, *common,
+                    BLOCK_M=cfg.dkdv_m, BLOCK_N=cfg.dkdv_n, **flags,
+                )  # fmt: skip
+            _attn_bwd_dq_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
+                q, k, v, do, dq, lse, delta, kpm_arg, *common,
+                BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags,
+            )  # fmt: skip
+
+        # a fallback reruns all three kernels: each one overwrites what it writes
+        _launch_fitting(("backward", q.device, q.dtype, block_d) if tuned else None, cfg, launch)
         return dq, dk, dv, None, None, None, None, None, None, None
 
 

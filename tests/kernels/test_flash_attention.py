@@ -1,6 +1,7 @@
 """FlashAttention forward and backward vs a float64 PyTorch reference."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -176,3 +177,68 @@ def test_public_wrapper_passes_dropout(device):
     torch.manual_seed(3)
     torch.testing.assert_close(dropped, flash_attention(q, q, q, dropout_p=0.5))
     assert not torch.allclose(dropped, kernels.attention(q, q, q))
+
+
+class _SmallSharedMemory:
+    """Stands in for a kernel on a GPU whose shared memory only fits tiles of ``max_area``
+    elements: larger tiles raise Triton's OutOfResources before launching, as Triton does."""
+
+    def __init__(self, kernel, max_area: int) -> None:
+        self.kernel, self.max_area, self.launched = kernel, max_area, []
+
+    def __getitem__(self, grid):
+        from triton.runtime.errors import OutOfResources
+
+        run = self.kernel[grid]
+
+        def launch(*args, **kwargs):
+            tile = (kwargs["BLOCK_M"], kwargs["BLOCK_N"])
+            if tile[0] * tile[1] > self.max_area:
+                raise OutOfResources(tile[0] * tile[1] * 64, self.max_area * 64, "shared memory")
+            self.launched.append(tile)
+            return run(*args, **kwargs)
+
+        return launch
+
+
+def test_tiles_shrink_to_fit_a_gpu_with_little_shared_memory(device, monkeypatch):
+    from triton.runtime.errors import OutOfResources
+
+    from lecturekit.kernels import flash_attention as fa
+
+    tuned = fa._LaunchConfig(64, 32, 32, 64, 64, 32, num_warps=4, num_stages=1)  # fp32 on a GPU
+    monkeypatch.setattr(fa, "_launch_config", lambda *args: tuned)
+    monkeypatch.setattr(fa, "_fitting_configs", {})
+    # the forward fits 32 x 32 tiles, the backward (two tiles on chip) only 16 x 16
+    fwd = _SmallSharedMemory(fa._attn_fwd_kernel, 32 * 32)
+    dkdv = _SmallSharedMemory(fa._attn_bwd_dkdv_kernel, 16 * 16)
+    dq = _SmallSharedMemory(fa._attn_bwd_dq_kernel, 16 * 16)
+    monkeypatch.setattr(fa, "_attn_fwd_kernel", fwd)
+    monkeypatch.setattr(fa, "_attn_bwd_dkdv_kernel", dkdv)
+    monkeypatch.setattr(fa, "_attn_bwd_dq_kernel", dq)
+
+    q, k, v = (_model_layout(2, 2, 37, 24, FP32, device) for _ in range(3))
+    kpm = _padding(2, 37, device)
+    with pytest.warns(UserWarning, match="too little shared memory") as caught:
+        out = flash_attention(q, k, v, key_padding_mask=kpm, is_causal=True)
+        out.backward(torch.ones_like(out))
+    assert len(caught) == 2  # once for the forward pass, once for the backward pass
+    assert fwd.launched == [(32, 32)]
+    assert dkdv.launched == dq.launched == [(16, 16)]
+
+    refs = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    out_ref = attention_reference(*refs, key_padding_mask=kpm.cpu(), is_causal=True)
+    out_ref.backward(torch.ones_like(out_ref))
+    torch.testing.assert_close(out.double().cpu(), out_ref, atol=1e-5, rtol=1e-5)
+    for got, ref in zip((q, k, v), refs, strict=True):
+        torch.testing.assert_close(got.grad.double().cpu(), ref.grad, atol=1e-5, rtol=1e-5)
+
+    # the tiles that fit are remembered: no second warning, no failed attempt
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flash_attention(q, k, v, key_padding_mask=kpm, is_causal=True).sum().backward()
+    assert fwd.launched == [(32, 32)] * 2 and dq.launched == [(16, 16)] * 2
+
+    # tiles the caller chose are used as given: too large is an error, not a silent change
+    with pytest.raises(OutOfResources):
+        flash_attention(q, k, v, block_m=64, block_n=64)
