@@ -685,8 +685,9 @@ def flash_attention(
         dropout_p: attention dropout rate in ``[0, 1)`` (apply only while training).
         seed: Philox seed of the dropout mask; default: drawn from torch's CPU generator,
             so ``torch.manual_seed`` makes runs repeatable.
-        block_m, block_n: tile sizes (powers of two >= 16); default: tuned values on a GPU,
-            32 under the interpreter.
+        block_m, block_n: tile sizes (powers of two >= 16); default: tuned values on a GPU
+            (smaller ones, with one warning, where the GPU lacks the shared memory for them),
+            32 under the interpreter. Given sizes are used as they are.
 
     Returns:
         ``(B, H, Nq, D)`` in q's dtype; fully masked query rows are zeros.
