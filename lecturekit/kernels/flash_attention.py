@@ -535,7 +535,7 @@ def _launch_config(
 # Smaller tiles, tried in this order when the GPU lacks the shared memory for the tuned ones.
 # A T4 (Colab's free GPU) allows 64 KiB per block, and Triton's code for it needs more than
 # on newer GPUs: the tuned fp16 backward takes 80 KiB, 32 x 32 tiles 48 KiB, and fp32 with
-# D = 128 needs 16 x 16 tiles (34 KiB; ``benchmarks/kernels_compile.py --arch 75``).
+# D = 128 needs 16 x 16 tiles (33 KiB; ``benchmarks/kernels_compile.py --arch 75``).
 _FALLBACK_CONFIGS = (
     _LaunchConfig(32, 32, 32, 32, 32, 32, num_warps=4, num_stages=1),
     _LaunchConfig(16, 16, 16, 16, 16, 16, num_warps=4, num_stages=1),
