@@ -573,7 +573,7 @@ def _launch_fitting(
             warnings.warn(
                 f"flash_attention: this GPU has too little shared memory for the tuned tiles "
                 f"of the {key[0]} pass ({key[2]}, head dim {key[3]}); using "
-                f"{candidate.fwd_m} x {candidate.fwd_n} tiles: exact, but slower",
+                f"{candidate.fwd_m} x {candidate.fwd_n} tiles (same result up to rounding, slower)",
                 stacklevel=2,
             )
         _fitting_configs[key] = candidate
