@@ -17,6 +17,8 @@ output as zeros (never NaN): see ``fully_masked_rows``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -39,6 +41,13 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return tokens == pad_id
 
 
+def _check_mask_type(mask: Any, name: str) -> None:
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+
+
 def check_attn_mask(
     mask: Tensor | None, name: str, batch: int, n_heads: int, tq: int, tk: int
 ) -> None:
@@ -49,10 +58,7 @@ def check_attn_mask(
     """
     if mask is None:
         return
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    _check_mask_type(mask, name)
     shape = tuple(mask.shape)
     ok = (
         shape == (tq, tk)
@@ -75,10 +81,7 @@ def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) 
     """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask."""
     if mask is None:
         return
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    _check_mask_type(mask, name)
     if tuple(mask.shape) != (batch, tk):
         raise ValueError(f"{name} must have shape (B, S)=({batch}, {tk}), got {tuple(mask.shape)}")
 
