@@ -15,37 +15,31 @@ than relu and gelu.
 
 from __future__ import annotations
 
-import re
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lecturekit.attention import MultiHeadAttention
 from lecturekit.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
 
-# (torch name pattern, lecturekit name); applied to state-dict keys, reversed for to_torch
-_RENAMES = [
-    (r"in_proj_weight$", "qkv_proj.weight"),
-    (r"in_proj_bias$", "qkv_proj.bias"),
-    (r"(^|\.)linear1\.", r"\1ffn.linear1."),
-    (r"(^|\.)linear2\.", r"\1ffn.linear2."),
-    (r"(^|\.)multihead_attn\.", r"\1cross_attn."),
-]
-_REVERSE = [
-    (r"qkv_proj\.weight$", "in_proj_weight"),
-    (r"qkv_proj\.bias$", "in_proj_bias"),
-    (r"(^|\.)ffn\.linear1\.", r"\1linear1."),
-    (r"(^|\.)ffn\.linear2\.", r"\1linear2."),
-    (r"(^|\.)cross_attn\.", r"\1multihead_attn."),
+# (torch name, lecturekit name) of state-dict key parts that differ; every other part is equal
+_NAME_PAIRS = [
+    ("in_proj_weight", "qkv_proj.weight"),
+    ("in_proj_bias", "qkv_proj.bias"),
+    ("linear1", "ffn.linear1"),
+    ("linear2", "ffn.linear2"),
+    ("multihead_attn", "cross_attn"),
 ]
 
 
-def _rename(state: dict[str, Tensor], rules: list[tuple[str, str]]) -> dict[str, Tensor]:
+def _rename(state: dict[str, Tensor], to_torch: bool) -> dict[str, Tensor]:
+    """State-dict keys from torch's names to lecturekit's, or back with ``to_torch``."""
+    pairs = [(ours, theirs) for theirs, ours in _NAME_PAIRS] if to_torch else _NAME_PAIRS
     renamed = {}
     for key, value in state.items():
-        for pattern, replacement in rules:
-            key = re.sub(pattern, replacement, key)
-        renamed[key] = value
+        dotted = f".{key}."  # match whole dot-separated parts only
+        for old, new in pairs:
+            dotted = dotted.replace(f".{old}.", f".{new}.")
+        renamed[dotted[1:-1]] = value
     return renamed
 
 
@@ -152,7 +146,7 @@ def from_torch(module: nn.Module) -> nn.Module:
             "nn.TransformerDecoderLayer, nn.TransformerEncoder, nn.TransformerDecoder or "
             f"nn.Transformer, got {type(module).__name__}"
         )
-    ours.load_state_dict(_rename(module.state_dict(), _RENAMES))
+    ours.load_state_dict(_rename(module.state_dict(), to_torch=False))
     reference = next(module.parameters())
     return ours.to(reference.device, reference.dtype).train(module.training)
 
@@ -199,7 +193,7 @@ def to_torch(module: nn.Module) -> nn.Module:
             "module must be MultiHeadAttention, EncoderLayer, DecoderLayer, Encoder, Decoder "
             f"or EncoderDecoder, got {type(module).__name__}"
         )
-    theirs.load_state_dict(_rename(module.state_dict(), _REVERSE))
+    theirs.load_state_dict(_rename(module.state_dict(), to_torch=True))
     reference = next(module.parameters())
     return theirs.to(reference.device, reference.dtype).train(module.training)
 
