@@ -49,8 +49,9 @@ def test_translation_model_translates_held_out_sentences() -> None:
     assert cross.shape[-1] == src.shape[1]
 
 
-def test_rebuilding_a_recipe_reproduces_the_shipped_weights(tmp_path) -> None:
-    name = "reverse-tiny"
+# reverse-tiny: the smallest recipe; number-ss-s0: chapter 6's scheduled-sampling run
+@pytest.mark.parametrize("name", ["reverse-tiny", "number-ss-s0"])
+def test_rebuilding_a_recipe_reproduces_the_shipped_weights(tmp_path, name) -> None:
     rebuilt = pretrained.build(name, path=tmp_path / f"{name}.pt")
     shipped = pretrained.load(name)
     for (key, a), b in zip(
