@@ -49,19 +49,68 @@ def test_translation_model_translates_held_out_sentences() -> None:
     assert cross.shape[-1] == src.shape[1]
 
 
-# reverse-tiny: the smallest recipe; number-ss-s0: chapter 6's scheduled-sampling run
-@pytest.mark.parametrize("name", ["reverse-tiny", "number-ss-s0"])
-def test_rebuilding_a_recipe_reproduces_the_shipped_weights(tmp_path, name) -> None:
+# What a rebuild must reproduce on any machine. Training amplifies last-bit differences
+# (CPU instruction set, threads, torch version) into different weights, so a rebuild is
+# compared with the shipped model in what the book states about it, its evaluation
+# figures, within these tolerances; bit-for-bit equality holds only on the machine that
+# built the file. Measured: rebuilding number-ss-s0 on an AVX-512 machine moved its test
+# exact match from 0.674 to 0.716, while seeds 0-2 of the same recipe span 0.36-0.71.
+EXACT_MATCH_TOLERANCE = 0.06  # test-split exact match, absolute
+TOKEN_ACCURACY_TOLERANCE = 0.02  # test-split token accuracy, absolute
+LOSS_TOLERANCE = 0.2  # mean training loss over the last 10% of the steps, relative
+
+
+def _final_loss(history: dict) -> float:
+    tail = history["loss"][-max(1, len(history["loss"]) // 10) :]
+    return sum(tail) / len(tail)
+
+
+# reverse-tiny: the smallest recipe; number-ss-s0: chapter 6's scheduled-sampling run;
+# reverse-small: chapter 5's model, whose figures the chapter prints
+@pytest.mark.parametrize("name", ["reverse-tiny", "number-ss-s0", "reverse-small"])
+def test_rebuilding_a_recipe_reproduces_the_shipped_figures(tmp_path, name) -> None:
     rebuilt = pretrained.build(name, path=tmp_path / f"{name}.pt")
     shipped = pretrained.load(name)
-    for (key, a), b in zip(
-        rebuilt.model.state_dict().items(), shipped.model.state_dict().values(), strict=True
-    ):
-        # bitwise on the machine that built it; float reduction order may differ elsewhere
-        assert torch.allclose(a, b, atol=1e-3, rtol=1e-3), key
-    assert rebuilt.metadata["test_exact_match"] == pytest.approx(
-        shipped.metadata["test_exact_match"], abs=0.02
+    assert rebuilt.config == shipped.config
+    assert rebuilt.metadata["steps"] == shipped.metadata["steps"]
+    for key, tolerance in [
+        ("test_exact_match", EXACT_MATCH_TOLERANCE),
+        ("test_token_accuracy", TOKEN_ACCURACY_TOLERANCE),
+    ]:
+        assert rebuilt.metadata[key] == pytest.approx(shipped.metadata[key], abs=tolerance), key
+    if "history" in shipped.metadata:  # checkpoints built before histories were recorded
+        assert _final_loss(rebuilt.metadata["history"]) == pytest.approx(
+            _final_loss(shipped.metadata["history"]), rel=LOSS_TOLERANCE
+        )
+
+
+def test_the_rebuild_tolerance_is_tighter_than_a_change_of_seed() -> None:
+    # the tolerance above would still tell chapter 6's seeds apart: it accepts machine noise,
+    # not a different recipe
+    figures = [
+        pretrained.load(f"number-ss-s{seed}").metadata["test_exact_match"] for seed in range(3)
+    ]
+    gaps = [abs(a - b) for i, a in enumerate(figures) for b in figures[i + 1 :]]
+    assert min(gaps) > EXACT_MATCH_TOLERANCE
+
+
+def test_shipped_history_matches_the_shipped_model() -> None:
+    name = "reverse-small"
+    recipe = pretrained.RECIPES[name]
+    ckpt = pretrained.load(name)
+    hist = pretrained.history(name)
+    assert hist.step == list(range(1, recipe.train["max_steps"] + 1))
+    assert len(hist.loss) == len(hist.lr) == len(hist.step)
+    assert hist.eval_step == list(range(200, 1001, 200))
+    assert ckpt.metadata["max_src_len"] == recipe.max_src_len == 8
+    task = pretrained.recipe_task(name)
+    assert task.test and all(
+        len(src) <= 8 for split in ("train", "valid", "test") for src, _ in task.split(split)
     )
+    with pytest.raises(ValueError, match="history"):
+        pretrained.history("reverse-tiny")  # built before histories were recorded
+    with pytest.raises(ValueError, match="max_src_len"):
+        pretrained.Recipe(**{**recipe.__dict__, "max_src_len": 0})
 
 
 def test_unknown_recipe_and_duplicate_registration() -> None:

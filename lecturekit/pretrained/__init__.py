@@ -6,6 +6,14 @@ checkpoint (a :class:`lecturekit.checkpoint.Checkpoint`: model, vocabularies, me
 ``python -m lecturekit.pretrained build [name ...]`` trains the recipes again from scratch
 and overwrites the shipped files (the same machine gives the same weights).
 
+Why ship models at all: a few hundred training steps amplify last-bit floating-point
+differences (CPU instruction set, thread count, torch version) into visibly different
+losses and accuracies, so a number the book prints about a trained model comes from a
+shipped checkpoint, and its training curve from the history recorded in the checkpoint's
+metadata (``metadata["history"]``, see :func:`history`). Rebuilding on another machine
+gives a model that agrees with the shipped one in its evaluation figures (within a small
+tolerance, see tests/test_pretrained.py), not bit for bit.
+
 Adding a recipe is a few lines, e.g. in a chapter's exercise module or below::
 
     from lecturekit.pretrained import Recipe, register
@@ -26,13 +34,24 @@ then run ``python -m lecturekit.pretrained build reverse-ss`` and commit the ``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Recipe", "RECIPES", "register", "list_recipes", "load", "build", "checkpoint_path"]
+__all__ = [
+    "Recipe",
+    "RECIPES",
+    "register",
+    "list_recipes",
+    "load",
+    "build",
+    "checkpoint_path",
+    "history",
+    "recipe_task",
+]
 
 DATA_DIR = Path(__file__).resolve().parent
 
@@ -49,6 +68,8 @@ class Recipe:
         train: ``TrainConfig`` arguments (``progress`` is turned off).
         seed: seeds the model initialisation (the training seed is ``train["seed"]``,
             default 0).
+        max_src_len: keep only pairs whose source has at most this many tokens, in every
+            split (None: keep all); chapters use it to keep CPU training short.
     """
 
     name: str
@@ -58,6 +79,17 @@ class Recipe:
     train: dict[str, Any]
     seed: int = 0
     task_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_src_len: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_src_len is not None and (
+            isinstance(self.max_src_len, bool)
+            or not isinstance(self.max_src_len, int)
+            or self.max_src_len < 1
+        ):
+            raise ValueError(
+                f"max_src_len: expected a positive int or None, got {self.max_src_len!r}"
+            )
 
 
 RECIPES: dict[str, Recipe] = {}
@@ -110,6 +142,39 @@ def load(name: str, **runtime_overrides: Any):
     return load_checkpoint(path, **runtime_overrides)
 
 
+def recipe_task(name: str):
+    """The data recipe ``name`` trains and is evaluated on: ``make_task(task, **task_kwargs)``
+    with every split cut to sources of at most ``max_src_len`` tokens (a ``TaskData``)."""
+    from lecturekit.data import make_task
+
+    recipe = _recipe(name)
+    task = make_task(recipe.task, **recipe.task_kwargs)
+    if recipe.max_src_len is None:
+        return task
+    limit = recipe.max_src_len
+
+    def short(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [pair for pair in pairs if len(task.encode_src(pair[0])) <= limit]
+
+    return dataclasses.replace(
+        task, train=short(task.train), valid=short(task.valid), test=short(task.test)
+    )
+
+
+def history(name: str):
+    """The training history recorded when the shipped checkpoint ``name`` was built, as a
+    ``lecturekit.training.History`` (``.plot()`` draws its curves)."""
+    from lecturekit.training import History
+
+    recorded = load(name).metadata.get("history")
+    if recorded is None:
+        raise ValueError(
+            f"name: the shipped checkpoint {name!r} records no training history; rebuild it "
+            f"with `python -m lecturekit.pretrained build {name}`"
+        )
+    return History(**recorded)
+
+
 @contextlib.contextmanager
 def _single_thread() -> Iterator[None]:
     # one thread: float reductions in a fixed order, so the build is repeatable
@@ -127,19 +192,19 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
     """Train recipe ``name`` from scratch and save it (default: the shipped file).
 
     Deterministic: seeded data, initialisation and training, one CPU thread. Returns the
-    saved ``Checkpoint``; its metadata holds the test-split exact match and BLEU.
+    saved ``Checkpoint``; its metadata holds the test-split exact match and token accuracy
+    and the whole training history (``History.to_dict()``, plain lists).
     """
     import torch
 
     from lecturekit.checkpoint import load_checkpoint, save_checkpoint
     from lecturekit.config import TransformerConfig
-    from lecturekit.data import make_task
     from lecturekit.model import Transformer
     from lecturekit.training import TrainConfig, evaluate, fit
 
     recipe = _recipe(name)
     path = Path(path) if path is not None else checkpoint_path(name)
-    task = make_task(recipe.task, **recipe.task_kwargs)
+    task = recipe_task(name)
     with _single_thread():
         torch.manual_seed(recipe.seed)
         config = TransformerConfig(
@@ -158,11 +223,13 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
         "description": recipe.description,
         "task": recipe.task,
         "task_kwargs": dict(recipe.task_kwargs),
+        "max_src_len": recipe.max_src_len,
         "seed": recipe.seed,
         "steps": history.step[-1] if history.step else 0,
         "train_seconds": round(seconds, 1),
         "test_exact_match": test["exact_match"],
         "test_token_accuracy": test["token_accuracy"],
+        "history": history.to_dict(),
     }
     save_checkpoint(
         path,
@@ -219,6 +286,39 @@ register(
             "max_len": 64,
         },
         train={"epochs": 3, "max_steps": 900, "batch_size": 64, "warmup_steps": 200},
+    )
+)
+
+
+register(
+    Recipe(
+        name="reverse-small",
+        description=(
+            "reverse strings of at most 8 letters: 1000 steps with label smoothing and the "
+            "paper's warm-up schedule, 1+1 layers, d_model 32 (chapter 5)"
+        ),
+        task="reverse",
+        task_kwargs={"n_train": 4000, "n_valid": 300, "n_test": 300},
+        max_src_len=8,
+        model={
+            "d_model": 32,
+            "n_heads": 4,
+            "d_ff": 64,
+            "n_encoder_layers": 1,
+            "n_decoder_layers": 1,
+            "dropout": 0.0,
+            "max_len": 32,
+        },
+        train={
+            "max_steps": 1000,
+            "batch_size": 128,
+            "schedule": "noam",
+            "warmup_steps": 100,
+            "lr_factor": 0.5,
+            "label_smoothing": 0.1,
+            "eval_every": 200,
+            "seed": 0,
+        },
     )
 )
 
