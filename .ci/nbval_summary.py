@@ -1,4 +1,7 @@
-"""Print which notebooks nbval ran and how many cells of each passed (from its JUnit XML)."""
+"""Print which notebooks nbval ran and how many cells of each passed (from its JUnit XML).
+
+Usage: nbval_summary.py JUNIT_XML [LABEL]; LABEL names the pass (e.g. "AVX2, one thread").
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 
 
-def main(path: str) -> int:
+def main(path: str, label: str = "") -> int:
     cells: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for case in ET.parse(path).getroot().iter("testcase"):
@@ -16,11 +19,12 @@ def main(path: str) -> int:
         cells[notebook] += 1
         if case.find("failure") is not None or case.find("error") is not None:
             failed[notebook] += 1
-    print(f"nbval ran {len(cells)} notebooks:")
+    where = f" ({label})" if label else ""
+    print(f"nbval{where} ran {len(cells)} notebooks:")
     for notebook in sorted(cells):
         print(f"  {notebook}: {cells[notebook] - failed[notebook]}/{cells[notebook]} cells passed")
     return 0 if cells else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))
