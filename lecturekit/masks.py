@@ -22,6 +22,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# largest value a float mask may hold (see _check_mask_values)
+MAX_MASK_VALUE = 1e4
+
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """Boolean ``(T, T)`` mask, True above the diagonal (= the future, not allowed). p30-p31."""
@@ -51,18 +54,18 @@ def _check_mask_type(mask: Any, name: str) -> None:
 
 
 def _check_mask_values(mask: Tensor, name: str) -> None:
-    """A float mask is added to the scores: NaN or +inf there would make the output NaN.
-
-    Bool masks need no check (and cost nothing); a float mask costs one reduction.
-    """
-    if mask.dtype == torch.bool:
+    """A float mask is added to the scores: NaN, +inf or a huge positive value there would
+    make the output NaN (two masks of ``MAX_MASK_VALUE`` plus the scores stay finite even
+    in float16). Bool masks need no check; a float mask costs one reduction."""
+    if mask.dtype == torch.bool or mask.numel() == 0:
         return
-    if bool((torch.isnan(mask) | torch.isposinf(mask)).any()):
-        bad = "NaN" if bool(torch.isnan(mask).any()) else "+inf"
+    largest = float(mask.amax())  # NaN if any value is NaN
+    if not largest <= MAX_MASK_VALUE:
+        bad = "NaN" if bool(torch.isnan(mask).any()) else f"{largest:g}"
         raise ValueError(
             f"{name} holds {bad}: a float mask is added to the attention scores, so it must be "
-            "0 where attending is allowed and -inf where it is not (or pass a bool mask, "
-            "True = masked out)"
+            f"0 where attending is allowed, -inf where it is not, and at most {MAX_MASK_VALUE:g} "
+            "anywhere (or pass a bool mask, True = masked out)"
         )
 
 
@@ -73,7 +76,7 @@ def check_attn_mask(
 
     Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
     ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point; a float mask
-    may hold finite values and -inf, not NaN or +inf.
+    may hold -inf and finite values up to ``MAX_MASK_VALUE`` (1e4), not NaN or +inf.
     """
     if mask is None:
         return
@@ -99,7 +102,7 @@ def check_attn_mask(
 
 def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) -> None:
     """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask (a float mask
-    may hold finite values and -inf, not NaN or +inf)."""
+    may hold -inf and finite values up to ``MAX_MASK_VALUE``, not NaN or +inf)."""
     if mask is None:
         return
     _check_mask_type(mask, name)

@@ -65,7 +65,7 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT, src_key_padding_mask=torch.zeros(2, 4).fill_(INF)),
             ValueError,
-            r"src_key_padding_mask holds \+inf",
+            r"src_key_padding_mask holds inf",
         ),
         (
             lambda m: m.encode(SRC, torch.full((2, 4), NAN)),
@@ -75,7 +75,12 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT, memory_mask=torch.full((5, 4), INF)),
             ValueError,
-            r"memory_mask holds \+inf",
+            r"memory_mask holds inf",
+        ),
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.full((5, 5), 3e38)),
+            ValueError,
+            r"tgt_mask holds 3e\+38.*at most 10000",
         ),
         (
             lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.full((2, 4), NAN)),
