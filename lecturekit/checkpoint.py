@@ -12,9 +12,9 @@ checksum of all of it.
   minus the umask).
 - **Plain data only**: metadata that ``weights_only`` loading would refuse (a NumPy scalar, a
   custom object) is refused *before* anything is written, with the path of the bad value.
-- **Safe to load**: ``torch.load(weights_only=True)`` never runs pickled code; the weights'
-  shapes are compared with the configuration before any model is allocated, so a small
-  crafted file cannot make the loader allocate gigabytes.
+- **Safe to load**: ``torch.load(weights_only=True)`` never runs pickled code; the size of
+  the model the configuration describes is compared with the weights in the file before the
+  model is allocated, so a small crafted file cannot make the loader allocate gigabytes.
 - **Checked**: the checksum is verified on load (files without one, written by older
   versions, still load); loading into an existing model whose configuration differs raises a
   ``ValueError`` naming the differing fields.
@@ -43,8 +43,8 @@ FORMAT_VERSION = 1
 # configuration fields that change how the model computes, not its weights: a checkpoint
 # loads into a model that differs only in these
 RUNTIME_FIELDS = ("dropout", "attention_backend", "layernorm_backend")
-# buffers a configuration may ask for beyond the weights stored in the file (the sinusoidal
-# position table): at most this many bytes, or 4 times the stored weights if that is more
+# memory a configuration may ask for beyond the weights stored in the file (the sinusoidal
+# position table is not stored): at most this many bytes more than the weights
 _BUFFER_ALLOWANCE = 64 * 2**20
 # a temporary file whose writer cannot be checked (not POSIX) is stale after this long
 _STALE_SECONDS = 24 * 3600
@@ -296,11 +296,9 @@ def load_checkpoint(
     saved = dict(payload["model_config"])
     if model is None:
         config = _config(TransformerConfig, {**saved, **runtime_overrides}, where)
-        with torch.device("meta"):  # shapes only: nothing is allocated yet
-            skeleton = Transformer(config)
-        _check_weights(skeleton.state_dict(), payload["state_dict"], where)
-        _check_buffers(skeleton, payload["state_dict"], where)
+        _check_size(config, payload["state_dict"], where)  # before allocating anything
         model = Transformer(config)
+        _check_weights(model.state_dict(), payload["state_dict"], where)
     else:
         model = getattr(model, "module", model)
         if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
@@ -373,6 +371,9 @@ def _read_payload(path: Path) -> dict[str, Any]:
                 f"{where}: the checkpoint has no {key!r} {kind.__name__}; it is damaged or "
                 "was not written by save_checkpoint"
             )
+    for name, tensor in payload["state_dict"].items():
+        if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
+            raise ValueError(f"{where}: weight {name!r} is not a tensor with data; it is damaged")
     if "checksum" in payload and not isinstance(payload["checksum"], str):
         raise ValueError(f"{where}: the checkpoint's 'checksum' is not a string; it is damaged")
     return payload
@@ -407,9 +408,6 @@ def _check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
 
 def _check_weights(expected: dict[str, torch.Tensor], weights: dict[str, Any], where: str) -> None:
     """Stored ``weights`` must have exactly the names and shapes of the ``expected`` state dict."""
-    for name, tensor in weights.items():
-        if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
-            raise ValueError(f"{where}: weight {name!r} is not a tensor with data")
     missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     if missing or unexpected:
         raise ValueError(
@@ -424,21 +422,28 @@ def _check_weights(expected: dict[str, torch.Tensor], weights: dict[str, Any], w
             )
 
 
-def _check_buffers(skeleton: nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
-    """The buffers the config asks for beyond the stored weights (the sinusoidal position
-    table, ``max_len x d_model``) may not need much more memory than the weights."""
-    stored = sum(t.numel() * t.element_size() for t in weights.values())
-    persistent = skeleton.state_dict()
-    others = sum(
-        b.numel() * b.element_size()
-        for name, b in skeleton.named_buffers()
-        if name not in persistent
+def _check_size(config: Any, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Refuse a config whose model would need far more memory than the file's weights.
+
+    A lower bound on the values a Transformer of ``config`` allocates (attention 4 D^2 and
+    feed-forward 2 D d_ff per layer, the larger embedding, the position table) may exceed the
+    stored weights only by the sinusoidal table, which is not stored: at most
+    ``_BUFFER_ALLOWANCE`` bytes or the size of the weights.
+    """
+    d = config.d_model
+    attention, feed_forward = 4 * d * d, 2 * d * config.d_ff
+    values = (
+        config.n_encoder_layers * (attention + feed_forward)
+        + config.n_decoder_layers * (2 * attention + feed_forward)
+        + d * max(config.src_vocab_size, config.tgt_vocab_size)
+        + d * config.max_len
     )
-    if others > max(_BUFFER_ALLOWANCE, 4 * stored):
+    stored = sum(t.numel() * t.element_size() for t in weights.values())
+    if 4 * values > 2 * stored + _BUFFER_ALLOWANCE:  # float32; stored may be float16
         raise ValueError(
-            f"{where}: the model_config asks for {others / 2**20:.0f} MiB of buffers (a "
-            f"position table for max_len positions) besides {stored / 2**20:.1f} MiB of "
-            "weights; refusing to allocate it (the file is damaged or crafted)"
+            f"{where}: the model_config describes a model of at least {4 * values / 2**20:,.0f} "
+            f"MiB but the file holds {stored / 2**20:.1f} MiB of weights; refusing to allocate "
+            "it (the file is damaged or crafted)"
         )
 
 

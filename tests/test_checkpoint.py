@@ -225,9 +225,10 @@ def _set(key: str, value):
         # a 2 KB file claiming a billion-token vocabulary: refused before any allocation
         (
             _set("src_vocab_size", 10**9),
-            r"src_embedding.weight' has shape \(13, 16\).*\(1000000000, 16\)",
+            r"describes a model of at least 61,035 MiB but the file holds 0.0 MiB",
         ),
-        (_set("max_len", 10**9), r"asks for 61035 MiB of buffers"),
+        (_set("max_len", 10**9), r"at least 61,035 MiB.*refusing to allocate"),
+        (_set("d_ff", 48), r"has shape \((32, 16|16, 32)\) but the model_config needs"),
         (lambda p: p["state_dict"].pop("output_proj.bias"), r"missing \['output_proj.bias'\]"),
         (lambda p: p["state_dict"].__setitem__("x", [1]), r"weight 'x' is not a tensor"),
         (lambda p: p.__setitem__("format_version", 9), r"format version 9 is not supported"),
