@@ -102,15 +102,17 @@ class TransformerConfig:
         _check_int("pad_id", self.pad_id, minimum=0)
         _check_int("bos_id", self.bos_id, minimum=0)
         _check_int("eos_id", self.eos_id, minimum=0)
+        smaller = "src" if self.src_vocab_size < self.tgt_vocab_size else "tgt"
         vocab_limits = {
-            "pad_id": min(self.src_vocab_size, self.tgt_vocab_size),
-            "bos_id": self.tgt_vocab_size,
-            "eos_id": self.tgt_vocab_size,
+            "pad_id": (f"{smaller}_vocab_size", getattr(self, f"{smaller}_vocab_size")),
+            "bos_id": ("tgt_vocab_size", self.tgt_vocab_size),
+            "eos_id": ("tgt_vocab_size", self.tgt_vocab_size),
         }
-        for name, limit in vocab_limits.items():
+        for name, (size_name, limit) in vocab_limits.items():
             if getattr(self, name) >= limit:
                 raise ValueError(
-                    f"{name} must be inside the vocabulary [0, {limit}), got {getattr(self, name)}"
+                    f"{name} must be inside the vocabulary [0, {size_name}={limit}), got "
+                    f"{getattr(self, name)}: raise {size_name} or lower {name}"
                 )
         _check_special_ids(self.pad_id, self.bos_id, self.eos_id)
 
