@@ -8,6 +8,7 @@ entry point, so the whole file takes a few seconds.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -19,6 +20,7 @@ from lecturekit import Transformer, TransformerConfig
 from lecturekit.checkpoint import load_checkpoint, save_checkpoint
 from lecturekit.data import TASKS, make_task
 from lecturekit.decoding import beam_search, greedy, sample
+from lecturekit.training import TrainConfig, fit
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -115,7 +117,7 @@ BAD_CONFIG = {
 }
 
 
-@FUZZ
+@settings(FUZZ, max_examples=40)
 @given(fields=arguments(GOOD_CONFIG, BAD_CONFIG))
 def test_config_and_model(fields: dict) -> None:
     try:
@@ -299,6 +301,49 @@ def test_checkpoint_metadata(model, good_checkpoint, tmp_path, metadata) -> None
         assert path.read_bytes() == good_checkpoint  # the good checkpoint is untouched
         return
     assert same(metadata, load_checkpoint(path).metadata)
+    event("finite result")
+
+
+# -- training --------------------------------------------------------------------------------
+
+GOOD_TRAINING = {
+    "max_steps": st.integers(1, 2),
+    "batch_size": st.integers(1, 4),
+    "schedule": st.sampled_from(["noam", "constant"]),
+    "lr": st.floats(1e-6, 1.0),
+    "lr_factor": st.floats(1e-3, 10.0),
+    "warmup_steps": st.integers(1, 10),
+    "betas": st.tuples(st.floats(0.0, 0.99), st.floats(0.0, 0.999)),
+    "adam_eps": st.floats(1e-12, 1e-3),
+    "weight_decay": st.floats(0.0, 0.1),
+    "label_smoothing": st.floats(0.0, 0.5),
+    "clip_grad_norm": st.none() | st.floats(0.1, 10.0),
+    "eval_every": st.none() | st.integers(1, 3),
+}
+BAD_TRAINING = {
+    "max_steps": st.integers(-1, 0),
+    "batch_size": st.integers(-1, 0),
+    "lr": st.sampled_from([0.0, -1e-3]),
+    "betas": st.sampled_from([(0.9,), (0.9, 1.0), (1.5, 0.9), 0.9]),
+    "adam_eps": st.just(-1.0),
+    "label_smoothing": st.sampled_from([1.0, -0.1]),
+    "clip_grad_norm": st.sampled_from([0.0, -1.0]),
+    "eval_every": st.just(0),
+}
+PAIRS = [([3, 4, 5], [3, 4, 5]), ([6, 7], [6, 7]), ([8], [8]), ([9, 10, 3], [9, 10, 3])]
+
+
+@settings(FUZZ, max_examples=12)
+@given(fields=arguments(GOOD_TRAINING, BAD_TRAINING))
+def test_train_config_and_fit(model, fields) -> None:
+    try:
+        config = TrainConfig(**fields, progress=False, device="cpu")
+    except Exception as error:
+        clear_error(error, list(fields))
+        return
+    history = fit(copy.deepcopy(model), PAIRS, PAIRS, config)
+    assert len(history.step) == config.max_steps
+    assert all(math.isfinite(x) for x in history.loss + history.valid_loss)
     event("finite result")
 
 
