@@ -372,7 +372,8 @@ def evaluate(
         model: a :class:`lecturekit.Transformer`.
         data: an iterable of ``lecturekit.data.Batch``.
         label_smoothing: smoothing of the reported loss (0 = plain cross-entropy).
-        decode_max_len: greedy decoding length (None: the batch's target length + 2).
+        decode_max_len: greedy decoding length (None: the batch's target length + 2, at
+            most the model's ``max_len`` with learned positions).
 
     Returns:
         ``{"loss", "token_accuracy", "exact_match"}``; exact match compares the greedy output
@@ -448,6 +449,12 @@ def fit(
     learning rate. Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in
     DistributedDataParallel and each process trains on its share of every global batch; the
     loss is normalised by the global token count so the update equals a one-process step.
+
+    Safeguards (:mod:`lecturekit.training_checks`): pairs are batched with the model's
+    ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
+    positions before training; a one-shot iterator that runs out raises instead of looping;
+    non-finite gradients (checked before the update) or weights raise ``FloatingPointError``
+    naming the step and the learning rate.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
