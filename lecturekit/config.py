@@ -8,6 +8,7 @@ message, not deep inside a matrix multiplication.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -60,8 +61,10 @@ class TransformerConfig:
             "max_len",
         ):
             _check_int(name, getattr(self, name), minimum=1)
-        for name in ("n_encoder_layers", "n_decoder_layers"):
-            _check_int(name, getattr(self, name), minimum=0)
+        # zero encoder layers is a model without an encoder (memory = the embeddings); zero
+        # decoder layers would make the output ignore the source entirely
+        _check_int("n_encoder_layers", self.n_encoder_layers, minimum=0)
+        _check_int("n_decoder_layers", self.n_decoder_layers, minimum=1)
         for name in ("norm_first", "tie_embeddings", "share_vocab"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(
@@ -77,10 +80,11 @@ class TransformerConfig:
             raise TypeError(f"dropout must be a float, got {type(self.dropout).__name__}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
-            raise ValueError(
-                f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}"
-            )
+        eps = self.layer_norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise TypeError(f"layer_norm_eps must be a float, got {type(eps).__name__} ({eps!r})")
+        if not 0 < eps < math.inf:
+            raise ValueError(f"layer_norm_eps must be a positive finite float, got {eps!r}")
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positional", self.positional, POSITIONAL_ENCODINGS)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
@@ -98,16 +102,19 @@ class TransformerConfig:
         _check_int("pad_id", self.pad_id, minimum=0)
         _check_int("bos_id", self.bos_id, minimum=0)
         _check_int("eos_id", self.eos_id, minimum=0)
+        smaller = "src" if self.src_vocab_size < self.tgt_vocab_size else "tgt"
         vocab_limits = {
-            "pad_id": min(self.src_vocab_size, self.tgt_vocab_size),
-            "bos_id": self.tgt_vocab_size,
-            "eos_id": self.tgt_vocab_size,
+            "pad_id": (f"{smaller}_vocab_size", getattr(self, f"{smaller}_vocab_size")),
+            "bos_id": ("tgt_vocab_size", self.tgt_vocab_size),
+            "eos_id": ("tgt_vocab_size", self.tgt_vocab_size),
         }
-        for name, limit in vocab_limits.items():
+        for name, (size_name, limit) in vocab_limits.items():
             if getattr(self, name) >= limit:
                 raise ValueError(
-                    f"{name} must be inside the vocabulary [0, {limit}), got {getattr(self, name)}"
+                    f"{name} must be inside the vocabulary [0, {size_name}={limit}), got "
+                    f"{getattr(self, name)}: raise {size_name} or lower {name}"
                 )
+        _check_special_ids(self.pad_id, self.bos_id, self.eos_id)
 
     @property
     def head_dim(self) -> int:
@@ -153,6 +160,20 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_special_ids(pad_id: int, bos_id: int, eos_id: int) -> None:
+    """PAD must differ from BOS and EOS (BOS == EOS is allowed: one separator token)."""
+    if pad_id == eos_id:
+        raise ValueError(
+            f"pad_id and eos_id must differ, got both {pad_id}: decoding never outputs PAD, so "
+            "it could never output EOS and stop; use e.g. pad_id=0, bos_id=1, eos_id=2"
+        )
+    if pad_id == bos_id:
+        raise ValueError(
+            f"pad_id and bos_id must differ, got both {pad_id}: the padding mask would hide "
+            "the BOS token that starts every target; use e.g. pad_id=0, bos_id=1, eos_id=2"
+        )
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

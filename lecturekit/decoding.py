@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -45,6 +46,9 @@ __all__ = [
     "length_penalty",
     "sequence_log_prob",
 ]
+
+MIN_TEMPERATURE = 1e-6
+MAX_LENGTH_PENALTY = 10.0
 
 
 @runtime_checkable
@@ -292,11 +296,46 @@ def _forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
 
 
 def _check_max_len(max_len: int) -> None:
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len: expected a positive int, got {max_len!r}")
+    _check_count("max_len", max_len)
+
+
+def _check_count(name: str, value: Any, minimum: int = 1) -> None:
+    """``value`` must be an int >= ``minimum`` (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{name}: expected an int >= {minimum}, got {type(value).__name__} {value!r}"
+        )
+    if value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
+
+
+def _check_alpha(alpha: Any) -> float:
+    # ((5 + T) / 6) ** 10 stays far inside the float range for any length; GNMT uses 0.6-1
+    expected = f"a finite alpha in [0, {MAX_LENGTH_PENALTY}] (the paper uses 0.6)"
+    return _check_real("length_penalty", alpha, 0.0, MAX_LENGTH_PENALTY, expected)
+
+
+def _check_filters(top_k: Any, top_p: Any) -> None:
+    if top_k is not None:
+        _check_count("top_k", top_k)
+    if top_p is not None:
+        expected = "a float in (0, 1] or None"
+        if _check_real("top_p", top_p, 0.0, 1.0, expected) == 0.0:
+            raise ValueError(f"top_p: expected {expected}, got {top_p!r}")
+
+
+def _check_real(name: str, value: Any, low: float, high: float, expected: str) -> float:
+    """``value`` as a float in ``[low, high]`` (finite unless a bound is infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
+    if not low <= value <= high or math.isnan(value):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+    return float(value)
 
 
 def _prepare(model: Any, use_cache: bool) -> tuple[IncrementalDecoder, bool]:
+    if not isinstance(use_cache, bool):
+        raise TypeError(f"use_cache: expected True or False, got {type(use_cache).__name__}")
     dec = as_decoder(model, use_cache=use_cache)
     was_training = getattr(model, "training", False)
     if was_training:
@@ -313,8 +352,10 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
     A hypothesis' beam-search score is ``log P(y) / length_penalty(len(y), alpha)``;
     ``alpha = 0`` gives the plain log-probability, larger ``alpha`` favours longer outputs
-    (the Transformer paper uses ``alpha = 0.6``).
+    (the Transformer paper uses ``alpha = 0.6``). ``alpha`` must be in
+    ``[0, MAX_LENGTH_PENALTY]`` (10).
     """
+    _check_alpha(alpha)
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -436,10 +477,7 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     Returns:
         ``(N, V)``, a filtered copy.
     """
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k: expected a positive int or None, got {top_k!r}")
-    if top_p is not None and not 0.0 < float(top_p) <= 1.0:
-        raise ValueError(f"top_p: expected a float in (0, 1] or None, got {top_p!r}")
+    _check_filters(top_k, top_p)
     logits = logits.clone()
     if top_k is not None and top_k < logits.shape[-1]:
         order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
@@ -478,7 +516,8 @@ def sample(
 
     Args:
         model, src, max_len, src_key_padding_mask, use_cache: as in :func:`greedy`.
-        temperature: > 0; below 1 sharpens, above 1 flattens the distribution.
+        temperature: finite, >= ``MIN_TEMPERATURE`` (1e-6); below 1 sharpens, above 1
+            flattens the distribution (its limit 0 is :func:`greedy`).
         top_k: keep only the k most probable tokens (None = all).
         top_p: keep the smallest set of tokens whose probability reaches ``top_p``.
         seed / generator: randomness source (at most one of them).
@@ -489,10 +528,21 @@ def sample(
         ``tokens`` ``(B, T)`` as in :func:`greedy` (and the log-probabilities).
     """
     _check_max_len(max_len)
-    if not isinstance(temperature, (int, float)) or temperature <= 0:
-        raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+    # below MIN_TEMPERATURE, log-probs / temperature could overflow to -inf in a whole row
+    _check_real(
+        "temperature",
+        temperature,
+        MIN_TEMPERATURE,
+        sys.float_info.max,
+        f"a finite number >= {MIN_TEMPERATURE} (use greedy() for the limit 0)",
+    )
+    _check_filters(top_k, top_p)
     if seed is not None and generator is not None:
         raise ValueError("seed, generator: pass at most one of them")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed: expected an int or None, got {type(seed).__name__} {seed!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator: expected a torch.Generator, got {type(generator).__name__}")
     device = _device(src)
     if generator is None:
         generator = torch.Generator(device=device)
@@ -539,7 +589,7 @@ def beam_search(
     Args:
         model, src, max_len, src_key_padding_mask, use_cache: as in :func:`greedy`.
         beam_size: number of prefixes kept per source (k >= 1).
-        length_penalty: GNMT ``alpha`` >= 0 (0 = rank by plain log-probability).
+        length_penalty: GNMT ``alpha`` in ``[0, 10]`` (0 = rank by plain log-probability).
         n_best: how many hypotheses to return per source (<= beam_size).
         return_trace: also return, per source and step, the kept prefixes (as unfinished
             :class:`Hypothesis` objects) for drawing the search tree.
@@ -550,13 +600,11 @@ def beam_search(
         ``trace[b][t]`` lists the prefixes kept after step ``t + 1``.
     """
     _check_max_len(max_len)
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size: expected a positive int, got {beam_size!r}")
-    if not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
+    _check_count("beam_size", beam_size)
+    _check_count("n_best", n_best)
+    if n_best > beam_size:
         raise ValueError(f"n_best: expected an int in [1, beam_size={beam_size}], got {n_best!r}")
-    if length_penalty < 0:
-        raise ValueError(f"length_penalty: expected alpha >= 0, got {length_penalty!r}")
-    alpha = float(length_penalty)
+    alpha = _check_alpha(length_penalty)
     k = beam_size
     dec, was_training = _prepare(model, use_cache)
     try:
@@ -674,7 +722,9 @@ def exhaustive_search(
         For each source, its ``n_best`` best hypotheses, best first.
     """
     _check_max_len(max_len)
-    alpha = float(length_penalty)
+    _check_count("n_best", n_best)
+    _check_count("max_hypotheses", max_hypotheses)
+    alpha = _check_alpha(length_penalty)
     dec, was_training = _prepare(model, True)
     try:
         state = dec.start(src, src_key_padding_mask)

@@ -22,6 +22,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# largest value a float mask may hold (see _check_mask_values)
+MAX_MASK_VALUE = 1e4
+
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """Boolean ``(T, T)`` mask, True above the diagonal (= the future, not allowed). p30-p31."""
@@ -46,6 +49,24 @@ def _check_mask_type(mask: Any, name: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
         raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    if mask.is_meta:
+        raise ValueError(f"{name} is on the meta device (it holds no values); pass a real mask")
+
+
+def _check_mask_values(mask: Tensor, name: str) -> None:
+    """A float mask is added to the scores: NaN, +inf or a huge positive value there would
+    make the output NaN (two masks of ``MAX_MASK_VALUE`` plus the scores stay finite even
+    in float16). Bool masks need no check; a float mask costs one reduction."""
+    if mask.dtype == torch.bool or mask.numel() == 0:
+        return
+    largest = float(mask.amax())  # NaN if any value is NaN
+    if not largest <= MAX_MASK_VALUE:
+        bad = "NaN" if bool(torch.isnan(mask).any()) else f"{largest:g}"
+        raise ValueError(
+            f"{name} holds {bad}: a float mask is added to the attention scores, so it must be "
+            f"0 where attending is allowed, -inf where it is not, and at most {MAX_MASK_VALUE:g} "
+            "anywhere (or pass a bool mask, True = masked out)"
+        )
 
 
 def check_attn_mask(
@@ -54,7 +75,8 @@ def check_attn_mask(
     """Raise if ``mask`` is not a valid attention mask for ``(B, H, Tq, Tk)`` scores.
 
     Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
-    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point.
+    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point; a float mask
+    may hold -inf and finite values up to ``MAX_MASK_VALUE`` (1e4), not NaN or +inf.
     """
     if mask is None:
         return
@@ -75,15 +97,18 @@ def check_attn_mask(
             f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
             f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
         )
+    _check_mask_values(mask, name)
 
 
 def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) -> None:
-    """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask."""
+    """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask (a float mask
+    may hold -inf and finite values up to ``MAX_MASK_VALUE``, not NaN or +inf)."""
     if mask is None:
         return
     _check_mask_type(mask, name)
     if tuple(mask.shape) != (batch, tk):
         raise ValueError(f"{name} must have shape (B, S)=({batch}, {tk}), got {tuple(mask.shape)}")
+    _check_mask_values(mask, name)
 
 
 def to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -100,6 +100,13 @@ class Transformer(nn.Module):
             )
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise TypeError(f"{name} must hold integer token ids (torch.long), got {tokens.dtype}")
+        if tokens.dtype not in (torch.long, torch.int32):  # what nn.Embedding accepts
+            raise TypeError(
+                f"{name} must hold token ids as torch.long (or torch.int32), got {tokens.dtype}; "
+                f"convert with {name}.long()"
+            )
+        if tokens.is_meta:
+            raise ValueError(f"{name} is on the meta device (it holds no ids); pass real ids")
         if tokens.dim() != dims or tokens.numel() == 0:
             raise ValueError(
                 f"{name} must have shape {shape} and not be empty, got {tuple(tokens.shape)}"

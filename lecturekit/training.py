@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +22,16 @@ from torch import Tensor, nn
 
 from lecturekit import distributed
 from lecturekit.scheduled_sampling import ScheduledSampling, mix_decoder_inputs
+from lecturekit.training_checks import (
+    check_batch_ids,
+    check_decode_length,
+    check_finite,
+    check_pairs,
+    check_train_config,
+    clip_and_measure,
+    optimizer_step,
+    parameter_norm,
+)
 
 __all__ = [
     "TrainConfig",
@@ -173,26 +183,14 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "warmup_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive int, got {value!r}")
-        for name in ("max_steps", "eval_every", "valid_decode_max_len"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name}: expected a positive int or None, got {value!r}")
-        if self.schedule not in ("noam", "constant"):
-            raise ValueError(f"schedule: expected 'noam' or 'constant', got {self.schedule!r}")
-        if not self.lr > 0 or not self.lr_factor > 0:
-            raise ValueError(f"lr, lr_factor: expected > 0, got {self.lr}, {self.lr_factor}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing: expected [0, 1), got {self.label_smoothing}")
-        if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
-            raise ValueError(f"clip_grad_norm: expected > 0 or None, got {self.clip_grad_norm}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device: expected 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        check_train_config(self)  # every field's type and range, with the fix in the message
         if isinstance(self.scheduled_sampling, dict):
             self.scheduled_sampling = ScheduledSampling(**self.scheduled_sampling)
+        if not isinstance(self.scheduled_sampling, (ScheduledSampling, type(None))):
+            raise TypeError(
+                "scheduled_sampling must be a ScheduledSampling, a dict of its fields or None, "
+                f"got {type(self.scheduled_sampling).__name__}"
+            )
         self.betas = tuple(self.betas)
 
     def to_dict(self) -> dict[str, Any]:
@@ -287,22 +285,56 @@ class History:
 # --------------------------------------------------------------------------------------
 
 
-def _as_batches(data: Any, config: TrainConfig, shuffle: bool, split: str) -> Iterable[Any]:
+def _as_batches(
+    data: Any, config: TrainConfig, shuffle: bool, split: str, model_config: Any, auto: bool = False
+) -> Iterable[Any] | None:
     """Accept a ``TaskData`` (its ``split``), a list of (src ids, tgt ids) pairs, or any
-    re-iterable of ``Batch`` es (e.g. ``task.loader("train")``)."""
+    re-iterable of ``Batch`` es (e.g. ``task.loader("train")``).
+
+    Pairs are batched with the model's special ids and checked against the model first. An
+    empty split is an error, except a validation split taken from the training ``TaskData``
+    (``auto``), which means: no validation. A one-shot iterator of validation batches is
+    read into a list, since every evaluation iterates it again.
+    """
     from lecturekit.data import make_loader
+    from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
     if data is None:
         return None
+    c = model_config
     if hasattr(data, "encoded") and hasattr(data, "loader"):  # TaskData
+        if (c.pad_id, c.bos_id, c.eos_id) != (PAD_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"{split}: a TaskData's vocabularies use pad_id={PAD_ID}, bos_id={BOS_ID}, "
+                f"eos_id={EOS_ID}, but the model has {c.pad_id}, {c.bos_id}, {c.eos_id}; build "
+                "the model with the vocabulary's special ids (the TransformerConfig defaults)"
+            )
         data = data.encoded(split)
-    if isinstance(data, Sequence) and data and isinstance(data[0], tuple):
-        return make_loader(data, batch_size=config.batch_size, shuffle=shuffle, seed=config.seed)
-    if not isinstance(data, Iterable):
+    if isinstance(data, Sequence) and not isinstance(data, str) and len(data) == 0:
+        if auto:
+            return None
+        raise ValueError(
+            f"{split} is empty; pass some examples"
+            + (", or valid=None to train without validation" if split == "valid" else "")
+        )
+    if isinstance(data, Sequence) and isinstance(data[0], tuple):
+        check_pairs(data, split, c)
+        return make_loader(
+            data,
+            batch_size=config.batch_size,
+            shuffle=shuffle,
+            seed=config.seed,
+            pad_id=c.pad_id,
+            bos_id=c.bos_id,
+            eos_id=c.eos_id,
+        )
+    if not isinstance(data, Iterable) or isinstance(data, str):
         raise TypeError(
             f"{split}: expected a TaskData, a list of (src ids, tgt ids) pairs or an iterable "
             f"of Batch, got {type(data).__name__}"
         )
+    if split == "valid" and isinstance(data, Iterator):
+        data = list(data)
     return data
 
 
@@ -340,7 +372,8 @@ def evaluate(
         model: a :class:`lecturekit.Transformer`.
         data: an iterable of ``lecturekit.data.Batch``.
         label_smoothing: smoothing of the reported loss (0 = plain cross-entropy).
-        decode_max_len: greedy decoding length (None: the batch's target length + 2).
+        decode_max_len: greedy decoding length (None: the batch's target length + 2, at
+            most the model's ``max_len`` with learned positions).
 
     Returns:
         ``{"loss", "token_accuracy", "exact_match"}``; exact match compares the greedy output
@@ -349,6 +382,7 @@ def evaluate(
     from lecturekit.decoding import greedy
 
     cfg = model.config
+    check_decode_length(decode_max_len, cfg)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -366,6 +400,8 @@ def evaluate(
             correct += int(((logits.argmax(-1) == batch.tgt_out) & keep).sum())
             tokens += int(keep.sum())
             max_len = decode_max_len or batch.tgt_out.shape[1] + 2
+            if cfg.positional == "learned":  # positions stop there; +2 is only slack
+                max_len = min(max_len, cfg.max_len)
             out = greedy(model, batch.src, max_len, src_key_padding_mask=batch.src_padding_mask)
             gold = _until_eos(batch.tgt_out, cfg.eos_id)
             for pred, ref in zip(_until_eos(out, cfg.eos_id), gold, strict=True):
@@ -413,16 +449,25 @@ def fit(
     learning rate. Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in
     DistributedDataParallel and each process trains on its share of every global batch; the
     loss is normalised by the global token count so the update equals a one-process step.
+
+    Safeguards (:mod:`lecturekit.training_checks`): pairs are batched with the model's
+    ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
+    positions before training; a one-shot iterator that runs out raises instead of looping;
+    non-finite gradients (checked before the update) or weights raise ``FloatingPointError``
+    naming the step and the learning rate.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config: expected a TrainConfig, got {type(config).__name__}")
     if not hasattr(model, "config") or not callable(model):
         raise TypeError(f"model: expected a lecturekit.Transformer, got {type(model).__name__}")
-    if valid is None and hasattr(train, "encoded") and hasattr(train, "valid"):
+    auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
+    if auto_valid:
         valid = train
-    train_batches = _as_batches(train, config, shuffle=True, split="train")
-    valid_batches = _as_batches(valid, config, shuffle=False, split="valid")
+    train_batches = _as_batches(train, config, True, "train", model.config)
+    valid_batches = _as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
+    _check_passes(train_batches, config)
+    check_decode_length(config.valid_decode_max_len, model.config)
 
     dist = distributed.setup(config.device)
     device = dist.device if dist.enabled else _resolve_device(config)
@@ -457,8 +502,12 @@ def fit(
     while not stop and (config.max_steps is not None or epoch < config.epochs):
         if hasattr(getattr(train_batches, "batch_sampler", None), "set_epoch"):
             train_batches.batch_sampler.set_epoch(epoch)
+        batches_this_epoch = 0
         for batch in train_batches:
+            if step == 0:
+                check_batch_ids(batch, "train", cfg)
             step += 1
+            batches_this_epoch += 1
             lr = learning_rate(step, config, cfg.d_model)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -501,11 +550,10 @@ def fit(
             loss = loss_sum * (dist.world_size / n_tokens)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if config.clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(
-                    model.parameters(), config.clip_grad_norm, foreach=True
-                )
-            optimizer.step()
+            grad_norm = clip_and_measure(model.parameters(), config.clip_grad_norm)
+            check_finite("gradients", grad_norm, step, lr)  # before they touch the weights
+            optimizer_step(optimizer, step, lr)
+            check_finite("parameters", parameter_norm(model), step, lr)
 
             history.step.append(step)
             history.loss.append(float(stats[0]) / n_tokens)
@@ -538,6 +586,13 @@ def fit(
                 break
         if step == 0:
             raise ValueError("train: the training data yielded no batch")
+        if batches_this_epoch == 0:
+            raise ValueError(
+                f"train ran out after {step} steps: epoch {epoch + 1} yielded no batch. A "
+                "generator or iter(loader) can be iterated only once; pass a re-iterable (a "
+                "list of pairs, a DataLoader such as task.loader('train'), a TaskData) or set "
+                f"max_steps <= {step}"
+            )
         epoch += 1
     if (
         valid_batches is not None
@@ -550,6 +605,16 @@ def fit(
     history.seconds = time.perf_counter() - start
     model.eval()
     return history
+
+
+def _check_passes(train_batches: Iterable[Any], config: TrainConfig) -> None:
+    """A one-shot iterator cannot give the several passes that ``epochs > 1`` asks for."""
+    if isinstance(train_batches, Iterator) and config.max_steps is None and config.epochs > 1:
+        raise ValueError(
+            f"train is an iterator, which can be iterated only once, but epochs={config.epochs} "
+            "asks for that many passes; pass a re-iterable (a list of pairs, a DataLoader "
+            "such as task.loader('train'), a TaskData), or epochs=1, or max_steps"
+        )
 
 
 def _record_evaluation(

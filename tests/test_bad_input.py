@@ -26,6 +26,8 @@ def model():
 SRC = torch.randint(3, 11, (2, 4))
 TGT = torch.randint(3, 13, (2, 5))
 BOOL = torch.bool
+NAN, INF = float("nan"), float("inf")
+X = torch.zeros(2, 4, 8)
 
 
 @pytest.mark.parametrize(
@@ -39,6 +41,57 @@ BOOL = torch.bool
             r"tgt must have shape \(B, S\).*\(2, 5, 1\)",
         ),
         (lambda m: m(SRC.float(), TGT), TypeError, r"src must hold integer.*torch.float32"),
+        # narrow integer ids and meta tensors (issue #20)
+        *[
+            (
+                lambda m, d=dtype: m(SRC.to(d), TGT),
+                TypeError,
+                rf"src must hold token ids as torch.long.*got {dtype}; convert with src.long\(\)",
+            )
+            for dtype in (torch.int8, torch.uint8, torch.int16)
+        ],
+        (lambda m: m(SRC, TGT.to("meta")), ValueError, r"tgt is on the meta device"),
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.zeros(5, 5, device="meta")),
+            ValueError,
+            r"tgt_mask is on the meta device",
+        ),
+        # float masks are added to the scores: NaN and +inf are refused (issue #20)
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.zeros(5, 5).index_fill(0, torch.tensor([2]), NAN)),
+            ValueError,
+            r"tgt_mask holds NaN: a float mask is added.*-inf.*bool mask",
+        ),
+        (
+            lambda m: m(SRC, TGT, src_key_padding_mask=torch.zeros(2, 4).fill_(INF)),
+            ValueError,
+            r"src_key_padding_mask holds inf",
+        ),
+        (
+            lambda m: m.encode(SRC, torch.full((2, 4), NAN)),
+            ValueError,
+            r"src_key_padding_mask holds NaN",
+        ),
+        (
+            lambda m: m(SRC, TGT, memory_mask=torch.full((5, 4), INF)),
+            ValueError,
+            r"memory_mask holds inf",
+        ),
+        (
+            lambda m: m(SRC, TGT, tgt_mask=torch.full((5, 5), 3e38)),
+            ValueError,
+            r"tgt_mask holds 3e\+38.*at most 10000",
+        ),
+        (
+            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.full((2, 4), NAN)),
+            ValueError,
+            r"memory_key_padding_mask holds NaN",
+        ),
+        (
+            lambda m: m.encoder.layers[0].self_attn(X, X, X, attn_mask=torch.full((4, 4), NAN)),
+            ValueError,
+            r"attn_mask holds NaN",
+        ),
         (lambda m: m(SRC.tolist(), TGT), TypeError, r"src must be a torch.Tensor.*list"),
         (lambda m: m(SRC[:, :0], TGT), ValueError, r"src must have shape.*not be empty"),
         # ids outside the vocabulary
@@ -157,3 +210,16 @@ def test_sinusoidal_positions_extend_past_max_len():
 def test_config_must_be_a_config():
     with pytest.raises(TypeError, match="TransformerConfig"):
         Transformer({"d_model": 8})
+
+
+def test_float_masks_with_minus_inf_and_finite_biases_are_fine(model):
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5)  # 0 and -inf
+    as_bool = model(SRC, TGT, tgt_mask=causal.isinf())
+    assert torch.equal(model(SRC, TGT, tgt_mask=causal), as_bool)
+    padding = torch.zeros(2, 4).index_fill(1, torch.tensor([3]), -INF)
+    logits = model(SRC, TGT, src_key_padding_mask=padding, tgt_mask=causal - 0.5)
+    assert torch.isfinite(logits).all()
+
+
+def test_int32_ids_are_accepted(model):
+    assert torch.equal(model(SRC.int(), TGT.int()), model(SRC, TGT))

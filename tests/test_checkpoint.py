@@ -114,3 +114,142 @@ def test_unsafe_or_foreign_files_are_rejected(tmp_path) -> None:
         load_checkpoint(tmp_path / "missing.pt")
     with pytest.raises(TypeError, match="metadata"):
         save_checkpoint(tmp_path / "m.pt", make_model(), metadata={"bad": NotPlainData()})
+
+
+# -- careless and hostile input (issue #20) ------------------------------------------------
+
+
+def test_metadata_that_would_not_load_is_refused_before_writing(tmp_path) -> None:
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, make_model(), metadata={"em": 0.5})
+    before = path.read_bytes()
+    for bad, where in [
+        ({"em": np.float64(1.0)}, r"metadata\['em'\].*numpy.float64.*float\(x\)"),
+        ({"runs": [1, np.int64(2)]}, r"metadata\['runs'\]\[1\].*numpy.int64"),
+        ({("a", "b"): 1}, r"metadata: dict keys must be str or int, got tuple"),
+        ({"t": torch.zeros(2, device="meta")}, r"metadata\['t'\]: a meta tensor"),
+    ]:
+        with pytest.raises(TypeError, match=where):
+            save_checkpoint(path, make_model(seed=2), metadata=bad)
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="contains itself"):
+        save_checkpoint(path, make_model(seed=2), metadata={"c": cycle})
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["m.pt"]
+    assert load_checkpoint(path).metadata == {"em": 0.5}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_file_mode_follows_the_umask(tmp_path, umask) -> None:
+    old = os.umask(umask)
+    try:
+        path = save_checkpoint(tmp_path / "m.pt", make_model())
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_next_save_removes_temporary_files_of_killed_saves(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead_pid = int(dead.stdout)
+    left = tmp_path / f".m.pt.{dead_pid}.k7_x2abc.tmp"  # as a save killed by SIGKILL leaves it
+    left.write_bytes(b"partial")
+    alive = tmp_path / f".m.pt.{os.getppid()}.q1w2e3r4.tmp"  # another process still writing
+    alive.write_bytes(b"in progress")
+    other = tmp_path / f".other.pt.{dead_pid}.abcdefgh.tmp"  # belongs to another checkpoint
+    other.write_bytes(b"x")
+    save_checkpoint(tmp_path / "m.pt", make_model())
+    assert sorted(os.listdir(tmp_path)) == sorted([alive.name, other.name, "m.pt"])
+
+
+def _flip_one_weight_byte(path, tensor) -> None:
+    data = bytearray(path.read_bytes())
+    offset = data.find(tensor.detach().numpy().tobytes())
+    assert offset > 0
+    data[offset + 5] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_checksum_catches_flipped_bytes(tmp_path) -> None:
+    model = make_model()
+    path = save_checkpoint(tmp_path / "m.pt", model)
+    _flip_one_weight_byte(path, model.output_proj.weight)
+    with pytest.raises(ValueError, match="fails its checksum.*verify=False"):
+        load_checkpoint(path)
+    damaged = load_checkpoint(path, verify=False).model.output_proj.weight
+    assert not torch.equal(damaged, model.output_proj.weight)
+
+
+def test_files_without_a_checksum_still_load(tmp_path) -> None:
+    model = make_model()
+    path = save_checkpoint(tmp_path / "m.pt", model)
+    payload = torch.load(path, weights_only=True)
+    del payload["checksum"]  # as written by lecturekit before checksums (the shipped files)
+    torch.save(payload, path)
+    loaded = load_checkpoint(path).model
+    assert torch.equal(loaded.output_proj.weight, model.output_proj.weight)
+
+
+def _edited(tmp_path, edit) -> str:
+    payload = torch.load(save_checkpoint(tmp_path / "m.pt", make_model()), weights_only=True)
+    del payload["checksum"]
+    edit(payload)
+    torch.save(payload, tmp_path / "edited.pt")
+    return tmp_path / "edited.pt"
+
+
+def _set(key: str, value):
+    return lambda payload: payload["model_config"].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "pattern"),
+    [
+        (lambda p: p.pop("state_dict"), r"has no 'state_dict' dict"),
+        (lambda p: p.pop("model_config"), r"has no 'model_config' dict"),
+        (
+            _set("extra_field", 1),
+            r"fields this lecturekit version does not know: \['extra_field'\]",
+        ),
+        (_set("pad_id", 2), r"model_config is invalid: pad_id and eos_id"),
+        # a 2 KB file claiming a billion-token vocabulary: refused before any allocation
+        (
+            _set("src_vocab_size", 10**9),
+            r"describes a model of at least 61,035 MiB but the file holds 0.0 MiB",
+        ),
+        (_set("max_len", 10**9), r"at least 61,035 MiB.*refusing to allocate"),
+        (_set("d_ff", 48), r"has shape \((32, 16|16, 32)\) but the model_config needs"),
+        (lambda p: p["state_dict"].pop("output_proj.bias"), r"missing \['output_proj.bias'\]"),
+        (lambda p: p["state_dict"].__setitem__("x", [1]), r"weight 'x' is not a tensor"),
+        (lambda p: p.__setitem__("format_version", 9), r"format version 9 is not supported"),
+        (lambda p: p.__setitem__("tgt_vocab", {"kind": "?"}), r"tgt_vocab is invalid"),
+    ],
+)
+def test_damaged_or_crafted_checkpoints_give_a_clear_error(tmp_path, edit, pattern) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        load_checkpoint(_edited(tmp_path, edit))
+
+
+def test_empty_file_and_impossible_map_location(tmp_path, monkeypatch) -> None:
+    empty = tmp_path / "empty.pt"
+    empty.touch()
+    with pytest.raises(ValueError, match=r"is empty \(0 bytes\)"):
+        load_checkpoint(empty)
+    path = save_checkpoint(tmp_path / "m.pt", make_model())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"map_location: 'cuda' requested but CUDA is not"):
+        load_checkpoint(path, map_location="cuda")
+    with pytest.raises(ValueError, match=r"map_location: 'gpu0' is not a device name"):
+        load_checkpoint(path, map_location="gpu0")
+    with pytest.raises(TypeError, match="map_location"):
+        load_checkpoint(path, map_location=0.5)

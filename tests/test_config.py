@@ -47,6 +47,18 @@ def test_presets():
         (dict(share_vocab=True), ValueError, "share_vocab"),
         (dict(norm_first=1), TypeError, "norm_first"),
         (dict(d_model=9, n_heads=3, positional="sinusoidal"), ValueError, "even"),
+        # impossible special ids and degenerate sizes (issue #20)
+        (dict(pad_id=2, eos_id=2), ValueError, "pad_id and eos_id must differ.*never"),
+        (dict(pad_id=1, bos_id=1, eos_id=2), ValueError, "pad_id and bos_id must differ"),
+        (dict(n_decoder_layers=0), ValueError, "n_decoder_layers must be >= 1, got 0"),
+        (dict(layer_norm_eps=float("inf")), ValueError, "layer_norm_eps must be a positive finite"),
+        (dict(layer_norm_eps=float("nan")), ValueError, "layer_norm_eps must be a positive finite"),
+        (dict(layer_norm_eps=0.0), ValueError, "layer_norm_eps"),
+        (dict(layer_norm_eps=True), TypeError, "layer_norm_eps must be a float, got bool"),
+        (dict(layer_norm_eps="1e-5"), TypeError, "layer_norm_eps must be a float, got str"),
+        (dict(n_heads=True), TypeError, "n_heads must be an int, got bool"),
+        (dict(d_ff=10**3 + 0.5), TypeError, "d_ff must be an int"),
+        (dict(dropout=float("nan")), ValueError, "dropout must be in"),
     ],
 )
 def test_bad_config_is_rejected_with_a_clear_message(overrides, error, words):
@@ -61,3 +73,8 @@ def test_odd_width_is_fine_with_learned_positions():
 def test_to_dict_round_trips():
     config = small(norm_first=True)
     assert TransformerConfig(**config.to_dict()) == config
+
+
+def test_bos_may_equal_eos_and_encoder_may_be_empty():
+    assert small(bos_id=2, eos_id=2).bos_id == 2  # one separator token, as in GPT-2
+    assert small(n_encoder_layers=0).n_encoder_layers == 0

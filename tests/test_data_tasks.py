@@ -174,3 +174,36 @@ def test_bad_arguments():
         make_task("copy", 10, 1, 1).split("dev")
     with pytest.raises(ValueError, match="not in the vocabulary"):
         make_task("copy", 10, 1, 1).encode_src("xyz")
+
+
+def test_capacities_are_the_number_of_distinct_sources():
+    import datetime
+
+    first, last = DATE_RANGE
+    days = [first + datetime.timedelta(days=i) for i in range((last - first).days + 1)]
+    assert TASKS["date"].capacity == len({form(d) for d in days for form in DATE_FORMATS.values()})
+    rng = random.Random(0)
+    numbers = {int(TASKS["number"].sample(rng)[0]) for _ in range(20_000)}
+    assert min(numbers) == 0 and max(numbers) < TASKS["number"].capacity == 10**6
+    for name in ("copy", "reverse", "translation"):  # far more sources than MAX_EXAMPLES
+        assert TASKS[name].capacity is None
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes", "pattern"),
+    [
+        ("number", (1_500_000, 0, 0), r"1,500,000 is too many for task 'number'.*500,000"),
+        ("number", (500_000, 500, 0), r"500,500 is too many"),
+        ("date", (87_000, 500, 0), r"87,500 is too many for task 'date': it has 174,629"),
+        ("copy", (1_000_000, 1, 0), r"1,000,001 is more than make_task generates"),
+    ],
+)
+def test_oversized_requests_fail_before_drawing(name, sizes, pattern, monkeypatch):
+    from lecturekit.data import tasks
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("drew examples before checking the size")
+
+    monkeypatch.setattr(tasks, "_draw_distinct", no_drawing)
+    with pytest.raises(ValueError, match=pattern):
+        make_task(name, *sizes)

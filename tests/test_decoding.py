@@ -204,6 +204,49 @@ def test_table_decoder_validates_the_table() -> None:
         greedy(TableDecoder({"": {"A": 1.0}}), None, 0)
 
 
+ONE = {"": {"A": 0.6, "B": 0.4}, "A": {"<eos>": 1.0}, "B": {"<eos>": 1.0}}
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "pattern"),
+    [
+        (lambda d: beam_search(d, None, 2, 3, length_penalty=NAN), ValueError, "length_penalty"),
+        (lambda d: beam_search(d, None, 2, 3, length_penalty=INF), ValueError, "length_penalty"),
+        (lambda d: beam_search(d, None, 2, 3, length_penalty=-0.5), ValueError, "length_penalty"),
+        (lambda d: beam_search(d, None, 2, 3, length_penalty=1e300), ValueError, r"\[0, 10.0\]"),
+        (lambda d: beam_search(d, None, 2, 3, length_penalty="0.6"), TypeError, "length_penalty"),
+        (lambda d: beam_search(d, None, True, 3), TypeError, "beam_size: expected an int.*bool"),
+        (lambda d: beam_search(d, None, 2, 3, n_best=3), ValueError, "n_best.*beam_size=2"),
+        (lambda d: beam_search(d, None, 2, 3, n_best=False), TypeError, "n_best"),
+        (lambda d: exhaustive_search(d, None, 3, length_penalty=NAN), ValueError, "length_pen"),
+        (lambda d: greedy(d, None, True), TypeError, "max_len: expected an int.*bool"),
+        (lambda d: greedy(d, None, 2.0), TypeError, "max_len"),
+        (lambda d: greedy(d, None, 2, use_cache="no"), TypeError, "use_cache"),
+        (lambda d: sample(d, 1, 3, temperature=NAN), ValueError, "temperature: expected a finite"),
+        (lambda d: sample(d, 1, 3, temperature=INF), ValueError, "temperature"),
+        (lambda d: sample(d, 1, 3, temperature=1e-9), ValueError, r"temperature.*>= 1e-06"),
+        (lambda d: sample(d, 1, 3, temperature="1"), TypeError, "temperature"),
+        (lambda d: sample(d, 1, 3, top_k=True), TypeError, "top_k"),
+        (lambda d: sample(d, 1, 3, top_p=NAN), ValueError, "top_p"),
+        (lambda d: sample(d, 1, 3, top_p=0.0), ValueError, "top_p"),
+        (lambda d: sample(d, 1, 3, seed=1.5), TypeError, "seed"),
+        (lambda d: sample(d, 1, 3, generator=0), TypeError, "generator"),
+    ],
+)
+def test_decoding_arguments_are_checked_before_decoding(call, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        call(TableDecoder(ONE))
+
+
+def test_largest_length_penalty_still_ranks() -> None:
+    best = beam_search(TableDecoder(ONE), None, 2, 3, length_penalty=10.0)[0][0]
+    assert best.score == pytest.approx(math.log(0.6) / length_penalty(2, 10.0))
+    assert best.score < 0 and best.tokens == [TableDecoder(ONE).stoi["A"], 2]
+    with pytest.raises(ValueError, match="length_penalty"):
+        length_penalty(3, float("nan"))
+
+
 # ----------------------------------------------------------------------------------------
 # On a real (untrained, seeded) Transformer through its KV cache
 # ----------------------------------------------------------------------------------------

@@ -202,3 +202,135 @@ def test_small_config_and_small_train_config_defaults_and_overrides() -> None:
     assert Transformer(cfg)(torch.tensor([[4, 5]]), torch.tensor([[1, 6]])).shape == (1, 2, 19)
     train = small_train_config(batch_size=7)
     assert train.batch_size == 7 and train.schedule == "noam"
+
+
+# ----------------------------------------------------------------------------------------
+# Careless input to fit and TrainConfig (issue #20)
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "pattern"),
+    [
+        (dict(lr=float("inf")), ValueError, r"lr must be a finite number > 0, got inf"),
+        (dict(lr="1e-3"), TypeError, r"lr must be a finite number > 0, got str '1e-3'; write"),
+        (dict(lr=float("nan")), ValueError, r"lr must be a finite"),
+        (dict(lr_factor=0), ValueError, r"lr_factor must be a finite number > 0, got 0"),
+        (dict(betas=(0.9,)), ValueError, r"betas must be two numbers \(beta1, beta2\)"),
+        (dict(betas=(0.9, 1.0)), ValueError, r"betas\[1\] must be a number in \[0, 1\)"),
+        (dict(betas=0.9), ValueError, r"betas must be two numbers"),
+        (dict(epochs=True), TypeError, r"epochs must be a positive int, got bool"),
+        (dict(max_steps=True), TypeError, r"max_steps must be a positive int or None, got bool"),
+        (dict(eval_every=0), ValueError, r"eval_every"),
+        (dict(adam_eps=float("nan")), ValueError, r"adam_eps"),
+        (dict(weight_decay=-1.0), ValueError, r"weight_decay"),
+        (dict(clip_grad_norm=float("inf")), ValueError, r"clip_grad_norm must be a finite"),
+        (dict(max_seconds=float("nan")), ValueError, r"max_seconds"),
+        (dict(target_exact_match=1.5), ValueError, r"target_exact_match"),
+        (dict(seed=0.5), TypeError, r"seed must be an int"),
+        (dict(progress="yes"), TypeError, r"progress must be True or False"),
+        (dict(scheduled_sampling=0.5), TypeError, r"scheduled_sampling must be"),
+    ],
+)
+def test_train_config_names_the_bad_field(fields, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        TrainConfig(**fields)
+
+
+def quiet(**fields) -> TrainConfig:
+    return TrainConfig(**{"progress": False, "batch_size": 32, **fields})
+
+
+def test_one_shot_iterators_fail_instead_of_hanging() -> None:
+    task, model = tiny_setup(n_train=96)
+    loader = task.loader("train", batch_size=32)  # 3 batches
+
+    def generator():
+        yield from loader
+
+    for data in (generator(), iter(loader)):
+        with pytest.raises(ValueError, match=r"ran out after 3 steps.*max_steps <= 3"):
+            fit(copy.deepcopy(model), data, None, quiet(max_steps=10))
+    with pytest.raises(ValueError, match=r"train is an iterator.*epochs=5"):
+        fit(model, generator(), None, quiet(epochs=5))
+    assert fit(model, generator(), None, quiet(max_steps=3)).step == [1, 2, 3]
+    assert len(fit(model, generator(), None, quiet(epochs=1)).step) == 3
+
+
+def test_non_finite_gradients_stop_before_the_update() -> None:
+    task, model = tiny_setup(n_train=64)
+    before = copy.deepcopy(model.state_dict())
+    model.output_proj.bias.register_hook(lambda grad: grad * float("nan"))
+    with pytest.raises(FloatingPointError, match=r"gradients became nan at step 1.*not updated"):
+        fit(model, task, config=quiet(max_steps=2))
+    for name, value in model.state_dict().items():
+        assert torch.equal(value.cpu(), before[name]), name
+
+
+@pytest.mark.parametrize(("lr", "clip"), [(1e38, 1.0), (1e38, None), (1e30, 1.0)])
+def test_non_finite_parameters_stop_with_the_step_and_lr(lr, clip) -> None:
+    task, model = tiny_setup(n_train=64)
+    config = quiet(max_steps=3, schedule="constant", lr=lr, clip_grad_norm=clip)
+    with pytest.raises(FloatingPointError, match=r"parameters became (inf|nan) after the upd"):
+        fit(model, task, config=config)
+
+
+def test_batches_use_the_models_special_ids() -> None:
+    from lecturekit import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(12, 12, d_model=8, n_heads=2, d_ff=8, pad_id=11, bos_id=5, eos_id=6)
+    model = Transformer(cfg)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(args[1].clone()))
+    pairs = [([3, 4, 7], [3, 4]), ([8, 9], [9, 7, 8])]
+    fit(model, pairs, None, quiet(max_steps=1))
+    tgt_in = seen[0]
+    assert (tgt_in[:, 0] == 5).all()  # bos_id of the model, not the library default 1
+    assert sorted(tgt_in[tgt_in == 11].tolist()) == [11]  # padding with the model's pad_id
+    task, _ = tiny_setup(n_train=32)
+    with pytest.raises(ValueError, match=r"TaskData's vocabularies use.*bos_id=1.*0, 5, 2"):
+        fit(Transformer(TransformerConfig(13, 13, bos_id=5)), task, config=quiet(max_steps=1))
+    loader = task.loader("train", batch_size=16)  # the library's default ids
+    small = Transformer(TransformerConfig(13, 13, d_model=8, n_heads=2, d_ff=8, bos_id=3))
+    with pytest.raises(ValueError, match=r"start with id 1, but the model's bos_id is 3"):
+        fit(small, loader, None, quiet(max_steps=1))
+    with pytest.raises(ValueError, match=r"train\[0\] source ids must be in \[0, 12\)"):
+        fit(model, [([12], [4])], None, quiet(max_steps=1))
+
+
+def test_learned_positions_fail_before_training_or_evaluate_within_max_len() -> None:
+    from lecturekit import Transformer, TransformerConfig
+
+    task, _ = tiny_setup(n_train=64)  # sources up to 12 tokens, targets up to 12 (+ <eos>)
+
+    def learned(max_len: int) -> Transformer:
+        torch.manual_seed(0)
+        vocab = len(task.src_vocab)
+        return Transformer(
+            TransformerConfig(vocab, vocab, d_model=8, n_heads=2, d_ff=8, max_len=max_len,
+                              positional="learned")
+        )  # fmt: skip
+
+    history = fit(learned(13), task, config=quiet(epochs=1))  # decoding is clamped to 13
+    assert history.eval_step == [2]
+    with pytest.raises(ValueError, match=r"valid_decode_max_len must be <= the model's max_len"):
+        fit(learned(13), task, config=quiet(epochs=1, valid_decode_max_len=20))
+    with pytest.raises(ValueError, match=r"longest source has 12 tokens.*allow 8 \(max_len=8\)"):
+        fit(learned(8), task, config=quiet(epochs=1))
+
+
+def test_empty_validation_is_skipped_or_refused_before_training() -> None:
+    from lecturekit.data import make_task
+
+    task, model = tiny_setup(n_train=32)
+    no_valid = make_task("copy", n_train=32, n_valid=0, n_test=0)
+    history = fit(model, no_valid, config=quiet(epochs=1))
+    assert history.step == [1] and history.eval_step == []
+    with pytest.raises(ValueError, match=r"valid is empty.*valid=None"):
+        fit(model, no_valid, [], quiet(epochs=1))
+    with pytest.raises(ValueError, match=r"train is empty"):
+        fit(model, [], None, quiet(epochs=1))
+    # a one-shot iterator of validation batches is read once and serves every evaluation
+    history = fit(model, task, iter(task.loader("valid")), quiet(max_steps=2, eval_every=1))
+    assert history.eval_step == [1, 2]

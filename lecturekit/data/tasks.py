@@ -227,6 +227,15 @@ class TaskSpec:
     tgt_vocab: Callable[[], Vocab]
     sizes: tuple[int, int, int]  # default (n_train, n_valid, n_test)
     example: Pair = field(default=("", ""))
+    # number of distinct sources the sampler can produce; None: more than MAX_EXAMPLES
+    capacity: int | None = None
+
+
+# make_task draws at most this many examples (a million copy examples take about 7 s) ...
+MAX_EXAMPLES = 1_000_000
+# ... and at most this fraction of a task's distinct sources: drawing distinct sources at
+# random slows down sharply as they run out (a coupon collector)
+MAX_CAPACITY_FRACTION = 0.5
 
 
 _date_chars = sorted(set("".join(MONTH_NAMES)) | set("0123456789 ,./年月日"))
@@ -261,6 +270,7 @@ TASKS: dict[str, TaskSpec] = {
             lambda: CharVocab(CHINESE_DIGITS + "两十百千万"),
             (10000, 500, 1000),
             ("20481", "两万零四百八十一"),
+            10**6,  # every number in [0, 10^6)
         ),
         TaskSpec(
             "date",
@@ -270,6 +280,7 @@ TASKS: dict[str, TaskSpec] = {
             lambda: CharVocab("0123456789-"),
             (10000, 500, 1000),
             ("5 Mar 2021", "2021-03-05"),
+            174_629,  # 25,567 days x 7 forms, less May's "May 5, 2021" written the same twice
         ),
         TaskSpec(
             "translation",
@@ -393,6 +404,7 @@ def make_task(
         sizes.append(value)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _check_total(spec, sum(sizes))
 
     rng = random.Random(f"{name}:{seed}")
     pairs = _draw_distinct(spec.sample, sum(sizes), rng, name)
@@ -407,6 +419,23 @@ def make_task(
         tgt_vocab=spec.tgt_vocab(),
         seed=seed,
     )
+
+
+def _check_total(spec: TaskSpec, total: int) -> None:
+    """Refuse, before drawing anything, more examples than the task can supply quickly."""
+    asked = f"n_train + n_valid + n_test = {total:,}"
+    if spec.capacity is not None and total > spec.capacity * MAX_CAPACITY_FRACTION:
+        raise ValueError(
+            f"{asked} is too many for task {spec.name!r}: it has {spec.capacity:,} distinct "
+            f"sources and make_task draws at most {MAX_CAPACITY_FRACTION:.0%} of them "
+            f"({int(spec.capacity * MAX_CAPACITY_FRACTION):,}), since drawing distinct "
+            "sources at random slows down sharply as they run out; ask for fewer examples"
+        )
+    if total > MAX_EXAMPLES:
+        raise ValueError(
+            f"{asked} is more than make_task generates in one call ({MAX_EXAMPLES:,}, about "
+            "7 seconds); ask for fewer examples"
+        )
 
 
 def _draw_distinct(
