@@ -52,7 +52,7 @@ register(
     Exercise(
         id="encoder.layernorm",
         chapter=3,
-        title="手写 LayerNorm",
+        title="手写层归一化 (LayerNorm)",
         prompt=(
             "写函数 layernorm(x, eps=1e-5)：对 x 的最后一维（一个 token 的 D 个特征）做归一化，\n"
             "x' = (x - m) / sqrt(σ² + eps)，m 和 σ² 是这 D 个数的均值和总体方差（除以 D，p19）。\n"
@@ -132,12 +132,12 @@ register(
     Exercise(
         id="encoder.masked_feature_mean",
         chapter=3,
-        title="跳过填充的逐特征均值（BatchNorm 的统计量）",
+        title="跳过填充的逐特征均值（批归一化的统计量）",
         prompt=(
             "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D)（float32），"
             "padding_mask 是 (B, T) 的 bool 张量，True 表示该位置是填充 (padding)。\n"
             "返回每个特征在这一批所有**真实 token** 上的均值（所有句子的真实 token 放在一起平均）。"
-            "这正是 BatchNorm 在变长序列上应当使用、却常被填充污染的统计量。\n"
+            "这正是批归一化 (BatchNorm) 在变长序列上应当使用、却常被填充污染的统计量。\n"
             "填充位置上的 x 可以是任意有限值（不一定是 0）；有的句子没有填充，也可能整句都是填充，"
             "但整批至少有一个真实 token。"
         ),

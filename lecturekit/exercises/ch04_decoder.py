@@ -133,23 +133,23 @@ register(
         title="解码器两种注意力矩阵的形状",
         prompt=(
             "输入是 50 帧语音（编码器输出 50 个向量），解码器此时有 8 个位置，d_k = 64，单头。\n"
-            "给出 (masked self-attention 权重矩阵的形状, cross attention 权重矩阵的形状)，"
+            "给出 (带掩码的自注意力 (masked self-attention) 权重矩阵的形状, "
+            "交叉注意力 (cross attention) 权重矩阵的形状)，"
             "每个形状写成 (行数, 列数)，行对应 query。"
         ),
         hint=(
             "行数是 query 的个数，列数是 key 的个数。两种注意力的 query 都来自解码器；"
-            "cross attention 的 key 来自哪里？权重矩阵里没有 d_k 这一维。"
+            "交叉注意力的 key 来自哪里？权重矩阵里没有 d_k 这一维。"
         ),
         explanation=(
-            "masked self-attention：解码器 8 个位置两两打分，(8, 8)；"
-            "cross attention：解码器的 8 个 query 对编码器的 50 个 key 打分，(8, 50)。"
+            "带掩码的自注意力：解码器 8 个位置两两打分，(8, 8)；"
+            "交叉注意力：解码器的 8 个 query 对编码器的 50 个 key 打分，(8, 50)。"
         ),
         kind="value",
         returns=Items(
             (_SHAPE, _SHAPE),
-            names=("self-attention", "cross attention"),
-            text="一个二元组 (self-attention 的形状, cross attention 的形状)，"
-            "每个形状是两个整数 (行数, 列数)",
+            names=("自注意力", "交叉注意力"),
+            text="一个二元组 (自注意力的形状, 交叉注意力的形状)，每个形状是两个整数 (行数, 列数)",
         ),
         reference=((8, 8), (8, 50)),
     )

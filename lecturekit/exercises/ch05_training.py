@@ -64,7 +64,7 @@ register(
     Exercise(
         id="training.teacher_forcing",
         chapter=5,
-        title="teacher forcing：解码器输入与标签错开一位",
+        title="教师强制 (teacher forcing)：解码器输入与标签错开一位",
         prompt=(
             "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T)（int64），每行是一个目标句的\n"
             "token id（不含 <bos>/<eos>），句子靠左，右侧用 pad_id 补齐（句子中间没有 pad_id）。\n"
@@ -205,7 +205,7 @@ register(
     Exercise(
         id="training.noam_lr",
         chapter=5,
-        title="论文的学习率调度：warmup 后按 1/√step 衰减",
+        title="论文的学习率调度：预热 (warmup) 后按 1/√step 衰减",
         prompt=(
             "写函数 noam_lr(step, d_model, warmup_steps)，返回论文 5.3 节的学习率：\n"
             "lrate = d_model^(-0.5) · min(step^(-0.5), step · warmup_steps^(-1.5))。\n"

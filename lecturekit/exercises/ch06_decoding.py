@@ -128,7 +128,7 @@ register(
     Exercise(
         id="decoding.top_p_filter",
         chapter=6,
-        title="top-p (nucleus) 过滤",
+        title="核采样的 top-p 过滤",
         prompt=(
             "实现 top_p_filter(logits, p)：logits 形状为 (N, V)（float32）。对每一行，一个词保留，"
             "当且仅当概率 softmax(logits) 严格大于它的那些词的概率之和小于 p——也就是按概率从大到小"
