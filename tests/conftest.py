@@ -46,3 +46,33 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     opened = config.stash.get(OPENED, None)
     if opened is not None:
         terminalreporter.write_line(f"browser test opened {len(opened)} pages without error")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Students' answers to the exercises (tests/test_exercises_chNN*.py): a module's tables
+    ``SOLUTIONS = {exercise_id: [answer, ...]}`` and ``MISTAKES = {exercise_id: [(answer,
+    reason), ...]}`` parametrize its tests that take ``solution`` or ``mistake``."""
+    if "solution" in metafunc.fixturenames:
+        metafunc.parametrize(
+            ("exercise_id", "solution"),
+            [
+                pytest.param(exercise_id, answer, id=f"{exercise_id}-{_answer_name(answer)}")
+                for exercise_id, answers in metafunc.module.SOLUTIONS.items()
+                for answer in answers
+            ],
+        )
+    if "mistake" in metafunc.fixturenames:
+        metafunc.parametrize(
+            ("exercise_id", "mistake", "reason"),
+            [
+                pytest.param(
+                    exercise_id, answer, reason, id=f"{exercise_id}-{_answer_name(answer)}"
+                )
+                for exercise_id, mistakes in metafunc.module.MISTAKES.items()
+                for answer, reason in mistakes
+            ],
+        )
+
+
+def _answer_name(answer: object) -> str:
+    return getattr(answer, "__name__", None) or repr(answer).replace(" ", "")

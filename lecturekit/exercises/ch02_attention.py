@@ -4,10 +4,12 @@ encoding, and the parameter count of multi-head attention."""
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises.specs import Array, Integer
 
 # --------------------------------------------------------------------------------------
 # attention.scaled_dot_product
@@ -20,33 +22,28 @@ def reference_scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return scores.softmax(dim=-1) @ v  # (..., Tq, d_v)
 
 
-def _sdpa_unscaled(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return (q @ k.transpose(-2, -1)).softmax(dim=-1) @ v
-
-
-def _sdpa_divide_by_d_k(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return (q @ k.transpose(-2, -1) / q.shape[-1]).softmax(dim=-1) @ v
-
-
-def _sdpa_softmax_over_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(dim=-2) @ v
-
-
-def _sdpa_returns_weights(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(dim=-1)
-
-
 def _sdpa_cases() -> list[Case]:
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
     g = torch.Generator().manual_seed(0)
     q = torch.randn(2, 3, 5, 8, generator=g)
     k = torch.randn(2, 3, 7, 8, generator=g)
     v = torch.randn(2, 3, 7, 4, generator=g)
-    return [
+    cases = [
         Case(args=(x, x, x), label="4 个 token 的手算例子，Q = K = V = X"),
         Case(args=(q, k, v), label="批量、多头，Tq = 5, Tk = 7, d_k = 8, d_v = 4"),
-        Case(args=(3 * q[0, 0], 3 * k[0, 0], v[0, 0]), label="分数较大的二维输入"),
+        Case(args=(3 * q[0, 0], 3 * k[0, 0], v[0, 0]), label="没有批维度，分数较大"),
+        Case(args=(q[:, :, :1], k[:, :, :1], v[:, :, :1]), label="Tq = Tk = 1"),
     ]
+    rng = random.Random(2)
+    for _ in range(3):
+        batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+        tq, tk, d_k, d_v = (rng.randint(1, 9) for _ in range(4))
+        shapes = [(*batch, tq, d_k), (*batch, tk, d_k), (*batch, tk, d_v)]
+        q, k, v = (torch.randn(s, generator=g) * rng.choice([1.0, 4.0]) for s in shapes)
+        cases.append(
+            Case(args=(q, k, v), label=f"随机输入：q {shapes[0]}，k {shapes[1]}，v {shapes[2]}")
+        )
+    return cases
 
 
 register(
@@ -56,22 +53,28 @@ register(
         title="实现缩放点积注意力 (scaled dot-product attention)",
         prompt=(
             "写函数 attention(q, k, v)，返回 softmax(Q K^T / sqrt(d_k)) V。\n"
-            "q 的形状是 (..., Tq, d_k)，k 是 (..., Tk, d_k)，v 是 (..., Tk, d_v)，前面的维度（批、头）"
-            "可以有任意多个；返回 (..., Tq, d_v)。只用 torch 的基本运算，不要调用现成的注意力函数。"
+            "q 的形状是 (..., Tq, d_k)，k 是 (..., Tk, d_k)，v 是 (..., Tk, d_v)：前面的维度（批、头）"
+            "可以有任意多个，也可以没有；Tq 与 Tk、d_k 与 d_v 可以不同，也可以是 1。\n"
+            "输入都是 float32，只用 torch 的基本运算（矩阵乘法、softmax 等）。"
         ),
         hint=(
-            "k.transpose(-2, -1) 只交换最后两个维度；d_k 是 q.shape[-1]，要除以它的平方根；"
-            "softmax 沿着 key 的维度（最后一维）做，使每个 query 的权重之和为 1。"
+            "分数是每个 query 与每个 key 的点积，只交换 key 的最后两个维度，批和头的维度不动；"
+            "缩放用的是 d_k 的平方根；softmax 要让每个 query 对所有 key 的权重之和为 1；"
+            "最后用这些权重对 value 加权求和。"
+        ),
+        explanation=(
+            "scores = q @ k.transpose(-2, -1) / sqrt(d_k)，形状 (..., Tq, Tk)；"
+            "weights = scores.softmax(dim=-1)；输出 weights @ v，形状 (..., Tq, d_v)。"
         ),
         kind="function",
+        returns=Array("float32", "(..., Tq, d_v)"),
         cases=_sdpa_cases,
         reference=reference_scaled_dot_product,
-        wrong_answers=[
-            _sdpa_unscaled,
-            _sdpa_divide_by_d_k,
-            _sdpa_softmax_over_queries,
-            _sdpa_returns_weights,
-        ],
+        forbidden=(
+            "torch.nn.functional.scaled_dot_product_attention",
+            "torch.nn.functional.multi_head_attention_forward",
+            "lecturekit.scaled_dot_product_attention",
+        ),
     )
 )
 
@@ -91,30 +94,14 @@ def reference_sinusoidal_encoding(length: int, d_model: int) -> torch.Tensor:
     return pe.float()
 
 
-def _pe_sin_cos_swapped(length: int, d_model: int) -> torch.Tensor:
-    pe = reference_sinusoidal_encoding(length, d_model)
-    return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).reshape(length, d_model)
-
-
-def _pe_exponent_i_over_d(length: int, d_model: int) -> torch.Tensor:
-    # uses i instead of 2i in the exponent: frequencies fall off twice as slowly
-    position = torch.arange(length, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angle = position / 10000 ** (i / d_model)
-    pe = torch.zeros(length, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe.float()
-
-
-def _pe_halves_concatenated(length: int, d_model: int) -> torch.Tensor:
-    # all sines first, then all cosines: a valid encoding, but not the paper's layout
-    pe = reference_sinusoidal_encoding(length, d_model)
-    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
-
-
-def _pe_positions_from_one(length: int, d_model: int) -> torch.Tensor:
-    return reference_sinusoidal_encoding(length + 1, d_model)[1:]
+def _pe_cases() -> list[Case]:
+    sizes = [(1, 2), (4, 2), (10, 8), (50, 64)]
+    rng = random.Random(3)
+    sizes += [(rng.randint(1, 60), 2 * rng.randint(1, 16)) for _ in range(3)]
+    return [
+        Case(args=size, label=f"{'随机：' if i >= 4 else ''}length={size[0]}, d_model={size[1]}")
+        for i, size in enumerate(sizes)
+    ]
 
 
 register(
@@ -123,27 +110,22 @@ register(
         chapter=2,
         title="实现正弦位置编码 (sinusoidal positional encoding)",
         prompt=(
-            "写函数 sinusoidal_encoding(length, d_model)，返回形状 (length, d_model) 的 float32 张量：\n"
+            "写函数 sinusoidal_encoding(length, d_model)：\n"
             "PE[pos, 2i] = sin(pos / 10000^(2i/d_model))，PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model))，\n"
-            "pos 从 0 开始，i = 0, 1, ..., d_model/2 - 1（d_model 是偶数）。"
+            "pos = 0, 1, ..., length - 1，i = 0, 1, ..., d_model/2 - 1。length >= 1，d_model 是正偶数。"
         ),
         hint=(
-            "偶数列放 sin、奇数列放 cos，两者用同一个角度；指数里是 2i（也就是偶数列的列号）除以 d_model；"
-            "位置从 0 开始，所以第 0 行是 [0, 1, 0, 1, ...]。可以用 pe[:, 0::2] 和 pe[:, 1::2] 赋值。"
+            "每一对相邻的列（偶数列和它右边的奇数列）用同一个角度，一个取 sin、一个取 cos；"
+            "越往右的列频率越低；位置从 0 开始数，所以第 0 行很好验算。注意返回的 dtype。"
+        ),
+        explanation=(
+            "angle[pos, i] = pos / 10000^(2i / d_model)，形状 (length, d_model/2)；"
+            "pe[:, 0::2] = sin(angle)，pe[:, 1::2] = cos(angle)。用 float64 算角度再转成 float32 更准。"
         ),
         kind="function",
-        cases=lambda: [
-            Case(args=(4, 2), label="length=4, d_model=2"),
-            Case(args=(10, 8), label="length=10, d_model=8"),
-            Case(args=(50, 64), label="length=50, d_model=64"),
-        ],
+        returns=Array("float32", "(length, d_model)"),
+        cases=_pe_cases,
         reference=reference_sinusoidal_encoding,
-        wrong_answers=[
-            _pe_sin_cos_swapped,
-            _pe_exponent_i_over_d,
-            _pe_halves_concatenated,
-            _pe_positions_from_one,
-        ],
     )
 )
 
@@ -157,17 +139,16 @@ def reference_mha_parameters(d_model: int, n_heads: int) -> int:
     return 4 * d_model * d_model + 4 * d_model
 
 
-def _mha_without_bias(d_model: int, n_heads: int) -> int:
-    return 4 * d_model * d_model
-
-
-def _mha_full_size_heads(d_model: int, n_heads: int) -> int:
-    # every head with full-size d x d projections
-    return n_heads * 3 * (d_model * d_model + d_model) + d_model * d_model + d_model
-
-
-def _mha_without_output_projection(d_model: int, n_heads: int) -> int:
-    return 3 * d_model * d_model + 3 * d_model
+def _mha_cases() -> list[Case]:
+    sizes = [(512, 8), (512, 1), (64, 4), (768, 12)]
+    rng = random.Random(4)
+    for _ in range(4):
+        n_heads = rng.randint(1, 16)
+        sizes.append((n_heads * rng.randint(1, 64), n_heads))
+    return [
+        Case(args=size, label=f"{'随机：' if i >= 4 else ''}d_model={size[0]}, h={size[1]}")
+        for i, size in enumerate(sizes)
+    ]
 
 
 register(
@@ -177,21 +158,21 @@ register(
         title="多头注意力的参数量",
         prompt=(
             "写函数 mha_parameters(d_model, n_heads)，返回一个多头注意力层（带偏置，"
-            "与 torch.nn.MultiheadAttention 和 lecturekit.MultiHeadAttention 相同）的参数个数（int）。\n"
-            "每个头的维度是 d_model / n_heads；W_Q、W_K、W_V 把所有头拼在一起，最后还有输出投影 W_O。"
+            "与 torch.nn.MultiheadAttention 和 lecturekit.MultiHeadAttention 相同）的参数个数。\n"
+            "每个头的维度是 d_model / n_heads（d_model 能被 n_heads 整除，n_heads 可以是 1）；"
+            "W_Q、W_K、W_V 把所有头拼在一起，最后还有输出投影 W_O。"
         ),
         hint=(
-            "h 个头、每头 d/h 维，拼起来 Q 的投影仍是 d x d；所以 Q、K、V、O 四个投影各有 d*d 个权重和 "
-            "d 个偏置，与头数无关。可以用 sum(p.numel() for p in module.parameters()) 验证。"
+            "想一想所有头的投影拼在一起是多大的矩阵；每个投影既有权重也有偏置。"
+            "头数改变的是怎样切分，不是总大小。可以数一个真实模块的参数来验证。"
+        ),
+        explanation=(
+            "h 个头、每头 d/h 维，拼起来每个投影仍是 d×d 的权重加 d 个偏置；"
+            "Q、K、V、O 四个投影共 4·d² + 4·d 个参数，与头数无关。"
         ),
         kind="function",
-        cases=lambda: [
-            Case(args=(512, 8), label="d_model=512, h=8"),
-            Case(args=(512, 1), label="d_model=512, h=1"),
-            Case(args=(64, 4), label="d_model=64, h=4"),
-            Case(args=(768, 12), label="d_model=768, h=12"),
-        ],
+        returns=Integer(),
+        cases=_mha_cases,
         reference=reference_mha_parameters,
-        wrong_answers=[_mha_without_bias, _mha_full_size_heads, _mha_without_output_projection],
     )
 )

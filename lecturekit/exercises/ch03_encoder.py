@@ -3,9 +3,12 @@ padding, and the parameter count of one encoder block."""
 
 from __future__ import annotations
 
+import random
+
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises.specs import Array, Integer
 
 # --------------------------------------------------------------------------------------
 # encoder.layernorm (p19)
@@ -15,70 +18,61 @@ from lecturekit.exercises import Case, Exercise, register
 def reference_layernorm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm without the learned scale and shift: normalise each vector ``x[..., :]`` over
     its last dimension with the population variance (p19), ``(..., D) -> (..., D)``."""
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1)
     return (x - mean) / torch.sqrt(var + eps)
-
-
-def _ln_unbiased_variance(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    mean = x.mean(dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True) + eps)
-
-
-def _ln_over_batch_axis(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    # BatchNorm's axis: statistics across samples, per feature
-    mean = x.mean(dim=0, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def _ln_divide_by_variance(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    mean = x.mean(dim=-1, keepdim=True)
-    return (x - mean) / (((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
-
-
-def _ln_without_eps(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    mean = x.mean(dim=-1, keepdim=True)
-    return (x - mean) / ((x - mean) ** 2).mean(dim=-1, keepdim=True).sqrt()
 
 
 def _layernorm_cases() -> list[Case]:
     g = torch.Generator().manual_seed(0)
-    return [
-        Case(args=(torch.tensor([[1.0, 2.0, 3.0, 4.0]]),), label="讲义的例子 [1, 2, 3, 4]"),
+    # spread ~1e-3: the variance (~1e-6) is comparable to eps, so where eps goes matters
+    tiny = torch.randn(3, 8, generator=g) * 1e-3
+    cases = [
+        Case(args=(torch.tensor([[1.0, 2.0, 3.0, 4.0]]),), label="p19 的例子 [1, 2, 3, 4]"),
         Case(
             args=(torch.tensor([[2.0, 4.0, 6.0, 8.0], [1.0, 10.0, 3.0, 14.0]]),), label="两个 token"
         ),
-        Case(args=(torch.randn(2, 5, 16, generator=g) * 3 + 1,), label="(B, T, D) = (2, 5, 16)"),
         Case(
             args=(torch.tensor([[5.0, 5.0, 5.0, 5.0], [0.0, 1.0, 0.0, 1.0]]),), label="一行全相等"
         ),
+        Case(args=(tiny,), label="方差很小（约 1e-6，与 eps 相当）"),
+        Case(args=(tiny,), kwargs={"eps": 1e-3}, label="方差很小，eps=1e-3"),
+        Case(args=(torch.tensor([[1.0, 2.0, 3.0, 4.0]]),), kwargs={"eps": 0.5}, label="eps=0.5"),
     ]
+    rng = random.Random(5)
+    for _ in range(3):
+        shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 2))) + (rng.randint(2, 16),)
+        x = torch.randn(shape, generator=g) * rng.choice([0.01, 1.0, 5.0]) + rng.uniform(-3, 3)
+        eps = rng.choice([1e-5, 1e-3, 0.1])
+        cases.append(Case(args=(x,), kwargs={"eps": eps}, label=f"随机输入 {shape}，eps={eps:g}"))
+    return cases
 
 
 register(
     Exercise(
         id="encoder.layernorm",
         chapter=3,
-        title="手写 LayerNorm",
+        title="手写层归一化 (LayerNorm)",
         prompt=(
             "写函数 layernorm(x, eps=1e-5)：对 x 的最后一维（一个 token 的 D 个特征）做归一化，\n"
-            "x' = (x - m) / sqrt(σ² + eps)，m 和 σ² 是这 D 个数的均值和（总体）方差（讲义 p19）。\n"
-            "不需要可学习的 γ、β；x 可以是 (N, D) 或 (B, T, D)，返回同样形状。"
+            "x' = (x - m) / sqrt(σ² + eps)，m 和 σ² 是这 D 个数的均值和总体方差（除以 D，p19）。\n"
+            "不需要可学习的 γ、β。x 是 float32，形状 (..., D)，例如 (N, D) 或 (B, T, D)。\n"
+            "测试会用关键字传入别的 eps（例如 eps=0.5），也有方差很小的行；"
+            "一行全相等时方差为 0，这一行的结果是 0。"
         ),
         hint=(
-            "统计量沿 dim=-1 计算并 keepdim=True；总体方差是 ((x - m)**2).mean(-1)，"
-            "而 x.var() 默认除以 D - 1；eps 加在方差上，再开平方根。"
+            "统计量是每个 token 自己的：沿最后一维计算，并保持维度以便广播。总体方差除以 D，"
+            "而 torch 的 var 默认不是。eps 在开平方之前加到方差上，而且要用传进来的那个 eps。"
+        ),
+        explanation=(
+            "m = x.mean(-1, keepdim=True)；σ² = ((x - m) ** 2).mean(-1, keepdim=True)；"
+            "x' = (x - m) / torch.sqrt(σ² + eps)。"
         ),
         kind="function",
+        returns=Array("float32", "(..., D)"),
         cases=_layernorm_cases,
         reference=reference_layernorm,
-        wrong_answers=[
-            _ln_unbiased_variance,
-            _ln_over_batch_axis,
-            _ln_divide_by_variance,
-            _ln_without_eps,
-        ],
+        forbidden=("torch.nn.functional.layer_norm", "torch.layer_norm"),
     )
 )
 
@@ -96,64 +90,69 @@ def reference_masked_feature_mean(x: torch.Tensor, padding_mask: torch.Tensor) -
     return (x * keep).sum(dim=(0, 1)) / keep.sum()
 
 
-def _masked_mean_including_padding(x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    return x.mean(dim=(0, 1))
-
-
-def _masked_mean_divides_by_all(x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    keep = (~padding_mask).unsqueeze(-1).to(x.dtype)
-    return (x * keep).sum(dim=(0, 1)) / (x.shape[0] * x.shape[1])
-
-
-def _masked_mean_keeps_padding(x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    # inverted mask convention: averages the padding instead of the tokens
-    keep = padding_mask.unsqueeze(-1).to(x.dtype)
-    return (x * keep).sum(dim=(0, 1)) / keep.sum().clamp(min=1)
-
-
-def _masked_mean_per_sentence(x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    # mean of per-sentence means: short sentences get the same weight as long ones
-    keep = (~padding_mask).unsqueeze(-1).to(x.dtype)
-    return ((x * keep).sum(dim=1) / keep.sum(dim=1)).mean(dim=0)
+def _padded(x: torch.Tensor, lengths: list[int], fill: torch.Tensor | float) -> tuple:
+    """(x with padding positions set to ``fill``, the bool padding mask)."""
+    mask = torch.arange(x.shape[1])[None, :] >= torch.tensor(lengths)[:, None]  # (B, T)
+    return torch.where(mask.unsqueeze(-1), fill, x), mask
 
 
 def _masked_mean_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(3, 6, 4, generator=g) + 2.0
-    lengths = torch.tensor([6, 2, 4])
-    mask = torch.arange(6)[None, :] >= lengths[:, None]  # (3, 6) True = padding
-    x = x.masked_fill(mask.unsqueeze(-1), 0.0)  # padded positions hold zeros, as after padding
     one = torch.tensor([[[1.0, 10.0], [3.0, 14.0], [0.0, 0.0]]])
-    one_mask = torch.tensor([[False, False, True]])
-    return [
-        Case(args=(one, one_mask), label="一个句子，2 个 token + 1 个 padding"),
-        Case(args=(x, mask), label="3 个句子，长度 6、2、4"),
+    cases = [
+        Case(
+            args=(one, torch.tensor([[False, False, True]])),
+            label="一个句子，2 个 token + 1 个填充（填充处是 0）",
+        )
     ]
+    x = torch.randn(3, 6, 4, generator=g) + 2.0
+    garbage = torch.randn(3, 6, 4, generator=g) * 5 + 7  # padding need not hold zeros
+    cases.append(
+        Case(args=_padded(x, [6, 2, 4], garbage), label="3 个句子，长度 6、2、4，填充处不是 0")
+    )
+    cases.append(Case(args=_padded(x, [0, 5, 1], garbage), label="第一句整句都是填充"))
+    cases.append(Case(args=_padded(x, [6, 6, 6], garbage), label="没有填充"))
+    rng = random.Random(6)
+    for _ in range(3):
+        b, t, d = rng.randint(1, 4), rng.randint(1, 7), rng.randint(1, 5)
+        lengths = [rng.randint(0, t) for _ in range(b)]
+        lengths[rng.randrange(b)] = rng.randint(1, t)  # at least one real token
+        x = torch.randn(b, t, d, generator=g) * 3 + rng.uniform(-2, 2)
+        noise = torch.randn(b, t, d, generator=g) * 10
+        cases.append(
+            Case(
+                args=_padded(x, lengths, noise),
+                label=f"随机输入 (B, T, D) = {(b, t, d)}，长度 {lengths}",
+            )
+        )
+    return cases
 
 
 register(
     Exercise(
         id="encoder.masked_feature_mean",
         chapter=3,
-        title="跳过 padding 的逐特征均值（BatchNorm 的统计量）",
+        title="跳过填充的逐特征均值（批归一化的统计量）",
         prompt=(
-            "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D)，padding_mask 是 (B, T) 的 bool，\n"
-            "True 表示该位置是 padding。返回形状 (D,) 的张量：每个特征在这一批所有**真实 token** 上的均值。\n"
-            "这正是 BatchNorm 在变长序列上应当使用、却常被 padding 污染的统计量。"
+            "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D)（float32），"
+            "padding_mask 是 (B, T) 的 bool 张量，True 表示该位置是填充 (padding)。\n"
+            "返回每个特征在这一批所有**真实 token** 上的均值（所有句子的真实 token 放在一起平均）。"
+            "这正是批归一化 (BatchNorm) 在变长序列上应当使用、却常被填充污染的统计量。\n"
+            "填充位置上的 x 可以是任意有限值（不一定是 0）；有的句子没有填充，也可能整句都是填充，"
+            "但整批至少有一个真实 token。"
         ),
         hint=(
-            "先把 mask 取反得到“保留”的位置，扩成 (B, T, 1)；对 x * keep 在 dim=(0, 1) 上求和，"
-            "再除以真实 token 的个数 keep.sum()，而不是 B * T。"
+            "填充既不能进分子，也不能进分母：求和时把填充位置排除掉，除数是真实 token 的个数，"
+            "不是 B·T。不要先对每句求平均再平均，那样短句的 token 权重更大。"
+        ),
+        explanation=(
+            "keep = ~padding_mask；均值 = (x * keep[..., None]).sum(dim=(0, 1)) / keep.sum()，"
+            "也可以写成 x[keep].mean(dim=0)（布尔下标取出所有真实 token，形状 (n, D)）。"
         ),
         kind="function",
+        returns=Array("float32", "(D,)"),
         cases=_masked_mean_cases,
         reference=reference_masked_feature_mean,
-        wrong_answers=[
-            _masked_mean_including_padding,
-            _masked_mean_divides_by_all,
-            _masked_mean_keeps_padding,
-            _masked_mean_per_sentence,
-        ],
     )
 )
 
@@ -171,16 +170,17 @@ def reference_layer_parameters(d_model: int, d_ff: int) -> int:
     return attention + ffn + norms
 
 
-def _layer_without_norms(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
-
-
-def _layer_weights_only(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 2 * d_model * d_ff
-
-
-def _layer_one_ffn_matrix(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 4 * d_model + d_model * d_ff + d_ff + 4 * d_model
+def _layer_cases() -> list[Case]:
+    cases = [
+        Case(args=(512, 2048), label="d_model=512, d_ff=2048（论文 base）"),
+        Case(args=(64, 256), label="d_model=64, d_ff=256"),
+        Case(args=(768, 3072), label="d_model=768, d_ff=3072（BERT-base）"),
+    ]
+    rng = random.Random(7)
+    for _ in range(3):
+        d_model, d_ff = rng.randint(1, 300), rng.randint(1, 1000)
+        cases.append(Case(args=(d_model, d_ff), label=f"随机：d_model={d_model}, d_ff={d_ff}"))
+    return cases
 
 
 register(
@@ -190,20 +190,20 @@ register(
         title="一个编码器 block 的参数量",
         prompt=(
             "写函数 layer_parameters(d_model, d_ff)，返回一个编码器 block（lecturekit.EncoderLayer 或\n"
-            "torch.nn.TransformerEncoderLayer：多头自注意力 + FFN + 两个 LayerNorm，全部带偏置）的参数个数（int）。\n"
-            "头数不影响答案。"
+            "torch.nn.TransformerEncoderLayer：多头自注意力 + FFN + 两个 LayerNorm，全部带偏置）"
+            "的参数个数。d_model、d_ff 是正整数（d_ff 不一定是 4·d_model），头数不影响答案。"
         ),
         hint=(
-            "三部分相加：注意力 4d² + 4d；FFN 两个线性层 d→d_ff→d，权重 2·d·d_ff，偏置 d_ff + d；"
-            "每个 LayerNorm 有 γ 和 β 各 d 个，一共两个 LayerNorm。"
+            "分三部分数：注意力、两层的 FFN、两个 LayerNorm。每个线性层既有权重也有偏置，"
+            "每个 LayerNorm 有两组可学习的参数。可以数一个真实模块的参数来验证。"
+        ),
+        explanation=(
+            "注意力 4d² + 4d；FFN 两个线性层 d→d_ff→d：权重 2·d·d_ff，偏置 d_ff + d；"
+            "两个 LayerNorm 各有 γ、β 共 2d 个参数。合计 4d² + 4d + 2·d·d_ff + d_ff + d + 4d。"
         ),
         kind="function",
-        cases=lambda: [
-            Case(args=(512, 2048), label="d_model=512, d_ff=2048（论文 base）"),
-            Case(args=(64, 256), label="d_model=64, d_ff=256"),
-            Case(args=(768, 3072), label="d_model=768, d_ff=3072（BERT-base）"),
-        ],
+        returns=Integer(),
+        cases=_layer_cases,
         reference=reference_layer_parameters,
-        wrong_answers=[_layer_without_norms, _layer_weights_only, _layer_one_ffn_matrix],
     )
 )

@@ -3,9 +3,12 @@ together, and the shapes of the decoder's two attention matrices."""
 
 from __future__ import annotations
 
+import random
+
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises.specs import Array, Integer, Items
 
 # --------------------------------------------------------------------------------------
 # decoder.causal_mask (p28-p31)
@@ -17,19 +20,12 @@ def reference_causal_mask(size: int) -> torch.Tensor:
     return torch.ones(size, size, dtype=torch.bool).triu(diagonal=1)
 
 
-def _causal_allowed_convention(size: int) -> torch.Tensor:
-    # True = allowed: the scaled_dot_product_attention convention, the opposite of ours
-    return torch.ones(size, size, dtype=torch.bool).tril()
-
-
-def _causal_hides_diagonal(size: int) -> torch.Tensor:
-    # also hides position i from itself: the first row is then fully masked
-    return torch.ones(size, size, dtype=torch.bool).triu(diagonal=0)
-
-
-def _causal_float(size: int) -> torch.Tensor:
-    # an additive float mask is a valid mask, but not the boolean one asked for
-    return torch.full((size, size), float("-inf")).triu(diagonal=1)
+def _causal_cases() -> list[Case]:
+    rng = random.Random(8)
+    sizes = [1, 2, 4, 7] + [rng.randint(3, 20) for _ in range(3)]
+    return [
+        Case(args=(t,), label=f"{'随机：' if i >= 4 else ''}T={t}") for i, t in enumerate(sizes)
+    ]
 
 
 register(
@@ -38,23 +34,30 @@ register(
         chapter=4,
         title="构造因果掩码 (causal mask)",
         prompt=(
-            "写函数 causal_mask(T)，返回形状 (T, T)、dtype 为 torch.bool 的张量：\n"
-            "第 i 行第 j 列为 True 表示 query i 不允许看 key j（torch.nn.Transformer 的约定）。\n"
-            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ...（讲义 p30–p31）。"
+            "写函数 causal_mask(T)：第 i 行第 j 列为 True 表示 query i 不允许看 key j"
+            "（torch.nn.Transformer 的约定）。\n"
+            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ...（p30–p31）。\n"
+            "T >= 1；T = 1 时只有一个位置，它可以看自己。"
         ),
         hint=(
-            "True 表示“遮住”。要遮的是对角线以上的部分（j > i），对角线本身要保留；"
-            "可以用 torch.ones(T, T, dtype=torch.bool).triu(diagonal=...)。"
+            "True 表示“遮住”。对 query i 来说，哪些 key 在它的未来？它自己的位置算不算未来？"
+            "画出 3×3 的表格，看看 True 组成什么形状。"
+        ),
+        explanation=(
+            "要遮的是对角线以上的部分（j > i），对角线本身保留："
+            "torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)，"
+            "或者 torch.arange(T)[None, :] > torch.arange(T)[:, None]。"
         ),
         kind="function",
-        cases=lambda: [Case(args=(t,), label=f"T={t}") for t in (1, 2, 4, 7)],
+        returns=Array("bool", "(T, T)"),
+        cases=_causal_cases,
         reference=reference_causal_mask,
-        wrong_answers=[_causal_allowed_convention, _causal_hides_diagonal, _causal_float],
+        forbidden=("lecturekit.causal_mask",),
     )
 )
 
 # --------------------------------------------------------------------------------------
-# decoder.self_attention_mask: causal + padding (p30, notes Q5)
+# decoder.self_attention_mask: causal + padding (p30)
 # --------------------------------------------------------------------------------------
 
 
@@ -67,40 +70,26 @@ def reference_self_attention_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tenso
     return future[None] | padding_keys
 
 
-def _mask_padding_queries(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    # hides padding *rows* (queries) instead of padding *columns* (keys)
-    length = tgt.shape[1]
-    future = torch.ones(length, length, dtype=torch.bool).triu(diagonal=1)
-    return future[None] | (tgt == pad_id)[:, :, None]
-
-
-def _causal_only(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    length = tgt.shape[1]
-    future = torch.ones(length, length, dtype=torch.bool).triu(diagonal=1)
-    return future[None].expand(tgt.shape[0], length, length).clone()
-
-
-def _and_instead_of_or(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    # a key is hidden only if it is BOTH future and padding: the future leaks again
-    length = tgt.shape[1]
-    future = torch.ones(length, length, dtype=torch.bool).triu(diagonal=1)
-    return future[None] & (tgt == pad_id)[:, None, :]
-
-
 def _self_attention_cases() -> list[Case]:
-    return [
-        Case(args=(torch.tensor([[1, 5, 6, 7]]), 0), kwargs={}, label="没有填充"),
+    cases = [
+        Case(args=(torch.tensor([[1, 5, 6, 7]]), 0), label="没有填充"),
         Case(
             args=(torch.tensor([[1, 5, 6, 0, 0], [1, 8, 9, 4, 3]]), 0),
-            kwargs={},
             label="第一句末尾有 2 个 <pad>",
         ),
-        Case(
-            args=(torch.tensor([[1, 4, 3, 3], [1, 3, 3, 3], [1, 6, 3, 3]]), 3),
-            kwargs={},
-            label="pad_id=3",
-        ),
+        Case(args=(torch.tensor([[1, 4, 3, 3], [1, 3, 3, 3], [1, 6, 3, 3]]), 3), label="pad_id=3"),
+        Case(args=(torch.tensor([[0, 0, 1, 5], [1, 7, 8, 9]]), 0), label="填充在句首"),
+        Case(args=(torch.tensor([[2, 2, 2], [1, 4, 2]]), 2), label="第一句整句都是填充"),
+        Case(args=(torch.tensor([[9], [0]]), 0), label="T = 1"),
     ]
+    g = torch.Generator().manual_seed(9)
+    rng = random.Random(9)
+    for _ in range(3):
+        b, t, pad_id = rng.randint(1, 4), rng.randint(2, 8), rng.choice([0, 1, 5, -100])
+        tgt = torch.randint(6, 20, (b, t), generator=g)
+        tgt[torch.rand(b, t, generator=g) < 0.35] = pad_id
+        cases.append(Case(args=(tgt, pad_id), label=f"随机输入 (B, T) = {(b, t)}，pad_id={pad_id}"))
+    return cases
 
 
 register(
@@ -109,24 +98,33 @@ register(
         chapter=4,
         title="因果掩码与填充掩码合并",
         prompt=(
-            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的 token id，形状 (B, T)。\n"
-            "返回形状 (B, T, T) 的 bool 张量，第 b 句第 i 行第 j 列为 True 表示 query i 不能看 key j：\n"
-            "要么 j 在未来（j > i，因果掩码），要么第 j 个 token 是填充 <pad>（填充掩码）。"
+            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的 token id，形状 (B, T)（int64）。\n"
+            "结果的第 b 句第 i 行第 j 列为 True 表示 query i 不能看 key j：要么 j 在未来"
+            "（j > i，因果掩码），要么第 j 个 token 等于 pad_id（填充掩码）。\n"
+            "填充可以出现在任何位置（不只在句末），一句也可以整句都是填充；pad_id 可以是任意整数"
+            "（例如 -100）。填充位置作为 query 的那一行同样按上面的规则计算。"
         ),
         hint=(
-            "先做 (T, T) 的因果掩码，再做 (B, 1, T) 的填充掩码（遮的是 key 那一列，"
-            "所以 None 插在中间），两者用“或” | 合并，广播成 (B, T, T)。"
+            "两个掩码各管一件事：因果掩码只看行号和列号，填充掩码只看 key（列）是不是填充。"
+            "合在一起时，只要有一个说“遮”就要遮。想清楚广播时填充掩码该补在哪一维。"
+        ),
+        explanation=(
+            "future = torch.ones(T, T, dtype=torch.bool).triu(1)，形状 (T, T)；"
+            "padding_keys = (tgt == pad_id)[:, None, :]，形状 (B, 1, T)，遮的是列；"
+            "mask = future | padding_keys，广播成 (B, T, T)。"
         ),
         kind="function",
+        returns=Array("bool", "(B, T, T)"),
         cases=_self_attention_cases,
         reference=reference_self_attention_mask,
-        wrong_answers=[_mask_padding_queries, _causal_only, _and_instead_of_or],
     )
 )
 
 # --------------------------------------------------------------------------------------
-# decoder.attention_shapes (p38-p41, notes Q1)
+# decoder.attention_shapes (p38-p41)
 # --------------------------------------------------------------------------------------
+
+_SHAPE = Items((Integer(), Integer()))
 
 register(
     Exercise(
@@ -135,17 +133,24 @@ register(
         title="解码器两种注意力矩阵的形状",
         prompt=(
             "输入是 50 帧语音（编码器输出 50 个向量），解码器此时有 8 个位置，d_k = 64，单头。\n"
-            "给出一个二元组 (masked self-attention 权重矩阵的形状, cross attention 权重矩阵的形状)，"
-            "每个形状写成 (行数, 列数) 的元组，行对应 query。"
+            "给出 (带掩码的自注意力 (masked self-attention) 权重矩阵的形状, "
+            "交叉注意力 (cross attention) 权重矩阵的形状)，"
+            "每个形状写成 (行数, 列数)，行对应 query。"
         ),
-        hint="行数 = query 的个数，列数 = key 的个数。cross attention 的 key 来自哪里？d_k 不出现在权重矩阵里。",
+        hint=(
+            "行数是 query 的个数，列数是 key 的个数。两种注意力的 query 都来自解码器；"
+            "交叉注意力的 key 来自哪里？权重矩阵里没有 d_k 这一维。"
+        ),
+        explanation=(
+            "带掩码的自注意力：解码器 8 个位置两两打分，(8, 8)；"
+            "交叉注意力：解码器的 8 个 query 对编码器的 50 个 key 打分，(8, 50)。"
+        ),
         kind="value",
+        returns=Items(
+            (_SHAPE, _SHAPE),
+            names=("自注意力", "交叉注意力"),
+            text="一个二元组 (自注意力的形状, 交叉注意力的形状)，每个形状是两个整数 (行数, 列数)",
+        ),
         reference=((8, 8), (8, 50)),
-        wrong_answers=[
-            ((8, 8), (50, 8)),
-            ((8, 8), (8, 8)),
-            ((8, 64), (8, 50)),
-            ((50, 50), (8, 50)),
-        ],
     )
 )

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
-
-
-def _same_filtered(expected: torch.Tensor, got: object) -> bool:
-    """Filtered logits match: same shape, same removed (-inf) entries, same kept values."""
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return False
-    removed = torch.isneginf(expected)
-    if not torch.equal(removed, torch.isneginf(got)):
-        return False
-    return torch.allclose(expected[~removed], got[~removed].to(expected.dtype), atol=1e-6)
-
+from lecturekit.exercises.specs import Array, Real
 
 # --------------------------------------------------------------------------------------
 # top-k
@@ -25,34 +16,32 @@ def _same_filtered(expected: torch.Tensor, got: object) -> bool:
 
 
 def reference_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits of each row ``(N, V)``; the others become ``-inf``."""
+    """Keep, per row of ``(N, V)``, the logits not below the row's k-th largest (ties at the
+    boundary all stay; k >= V keeps everything); the others become ``-inf``."""
+    k = min(k, logits.shape[-1])
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (N, 1): k-th largest per row
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def _top_k_keeps_k_plus_one(logits: torch.Tensor, k: int) -> torch.Tensor:
-    kth = torch.topk(logits, min(k + 1, logits.shape[-1]), dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def _top_k_zero_instead_of_inf(logits: torch.Tensor, k: int) -> torch.Tensor:
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, 0.0)
-
-
-def _top_k_whole_tensor(logits: torch.Tensor, k: int) -> torch.Tensor:
-    kth = torch.topk(logits.flatten(), k).values[-1]  # one threshold for all rows
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def _top_k_cases() -> list[Case]:
     g = torch.Generator().manual_seed(6)
-    return [
+    cases = [
         Case(args=(torch.tensor([[3.0, 1.0, 2.0, 0.5]]), 2), label="一行，k = 2"),
         Case(args=(torch.randn(3, 10, generator=g), 3), label="三行 (每行各自取前 k 个)"),
         Case(args=(torch.tensor([[0.1, 0.2, -1.0]]), 1), label="k = 1 等于贪心"),
         Case(args=(torch.randn(2, 5, generator=g) * 4, 5), label="k = V 时什么都不去掉"),
+        Case(args=(torch.randn(2, 5, generator=g), 9), label="k > V 时什么都不去掉"),
+        Case(args=(torch.tensor([[1.0, 2.0, 3.0, 2.0, 0.0]]), 2), label="第 k 大的值有并列"),
+        Case(args=(torch.tensor([[4.0, 1.0, 4.0], [2.0, 2.0, 2.0]]), 1), label="最大值并列，k = 1"),
     ]
+    rng = random.Random(13)
+    for _ in range(3):
+        n, v = rng.randint(1, 4), rng.randint(2, 12)
+        k = rng.randint(1, v + 2)
+        logits = torch.randint(-3, 4, (n, v), generator=g).float()  # integers: ties are common
+        logits += torch.randn(n, v, generator=g) * rng.choice([0.0, 1.0])
+        cases.append(Case(args=(logits, k), label=f"随机输入 (N, V) = {(n, v)}，k = {k}"))
+    return cases
 
 
 register(
@@ -61,18 +50,23 @@ register(
         chapter=6,
         title="top-k 过滤",
         prompt=(
-            "实现 top_k_filter(logits, k)：logits 形状为 (N, V)，对每一行只保留最大的 k 个 "
-            "logit，其余位置设为 float('-inf')，保留下来的值不变。返回新的张量 (N, V)。"
+            "实现 top_k_filter(logits, k)：logits 形状为 (N, V)（float32）。对每一行只保留最大的 k 个 "
+            "logit，其余位置设为 float('-inf')，保留下来的值不变；返回一个新的张量。\n"
+            "并列：与这一行第 k 大的值相等的 logit 都保留（所以并列时可能多于 k 个）。"
+            "k >= 1；k >= V 时什么都不去掉。"
         ),
         hint=(
-            "torch.topk(logits, k, dim=-1).values[..., -1:] 是每行第 k 大的值；比它小的位置"
-            "用 masked_fill 设为 -inf。注意每一行有自己的阈值，被去掉的位置是 -inf 而不是 0。"
+            "每一行有自己的门槛：这一行第 k 大的值。低于门槛的去掉（设为 -inf，不是 0），"
+            "等于门槛的留下。k 比一行的长度还大时，门槛应该是什么？"
+        ),
+        explanation=(
+            "kth = torch.topk(logits, min(k, V), dim=-1).values[..., -1:]，每行第 k 大的值，形状 (N, 1)；"
+            "答案是 logits.masked_fill(logits < kth, float('-inf'))，masked_fill 返回新张量。"
         ),
         kind="function",
+        returns=Array("float32", "(N, V)"),
         cases=_top_k_cases,
         reference=reference_top_k,
-        wrong_answers=[_top_k_keeps_k_plus_one, _top_k_zero_instead_of_inf, _top_k_whole_tensor],
-        compare=_same_filtered,
     )
 )
 
@@ -83,76 +77,82 @@ register(
 
 
 def reference_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep, per row, the smallest set of most probable tokens whose probability reaches ``p``.
-
-    A token is kept when the probability of the strictly more probable tokens is below ``p``
-    (so the token that crosses the threshold stays, and the top token always stays).
-    """
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
-    probs = sorted_logits.double().softmax(-1)
-    before = probs.cumsum(-1) - probs  # (N, V): mass strictly before each sorted token
-    drop_sorted = before >= p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def _top_p_drops_crossing_token(logits: torch.Tensor, p: float) -> torch.Tensor:
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
-    cum = sorted_logits.double().softmax(-1).cumsum(-1)
-    drop_sorted = cum > p  # removes the token that makes the mass reach p
-    drop_sorted[..., 0] = False
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def _top_p_unsorted(logits: torch.Tensor, p: float) -> torch.Tensor:
-    probs = logits.double().softmax(-1)
-    before = probs.cumsum(-1) - probs  # cumulates in vocabulary order, not by probability
-    return logits.masked_fill(before >= p, float("-inf"))
-
-
-def _top_p_threshold_on_probability(logits: torch.Tensor, p: float) -> torch.Tensor:
-    probs = logits.softmax(-1)
-    return logits.masked_fill(probs < 1 - p, float("-inf"))
+    """Keep, per row of ``(N, V)``, the tokens whose strictly more probable tokens have total
+    probability below ``p``: the smallest set of most probable tokens whose probability reaches
+    ``p``, with tied tokens kept or dropped together. The most probable token always stays;
+    ``p >= 1`` keeps everything."""
+    if p >= 1:
+        return logits.clone()
+    sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)
+    probs = sorted_logits.double().softmax(dim=-1)  # (N, V), descending
+    before = probs.cumsum(dim=-1) - probs  # mass of the tokens sorted before each one
+    kept = before < p
+    kept[..., 0] = True  # the most probable token always stays
+    # the smallest kept logit is the row's threshold: ties with it stay too
+    threshold = sorted_logits.masked_fill(~kept, float("inf")).min(dim=-1, keepdim=True).values
+    return logits.masked_fill(logits < threshold, float("-inf"))
 
 
 def _top_p_cases() -> list[Case]:
     g = torch.Generator().manual_seed(60)
     words = torch.tensor([[3.0, 2.2, 1.9, 1.0, 0.5, 0.2, -0.5, -1.2]])
-    return [
+    cases = [
         Case(args=(words, 0.5), label="本章的 8 个词，p = 0.5"),
         Case(args=(words, 0.9), label="同一分布，p = 0.9"),
         Case(args=(torch.tensor([[0.0, 2.0, 1.0, 3.0]]), 0.7), label="logits 不是有序的"),
         Case(args=(torch.randn(4, 12, generator=g) * 2, 0.8), label="四行随机 logits"),
         Case(args=(torch.tensor([[5.0, 0.0, 0.0]]), 0.5), label="很尖的分布只剩 1 个词"),
+        Case(args=(torch.tensor([[2.0, 1.0, 1.0, 0.0]]), 0.6), label="越过 p 的词有并列"),
+        Case(args=(torch.zeros(1, 4), 0.3), label="四个词概率相等"),
+        Case(args=(words, 0.0), label="p = 0 只保留概率最大的词"),
+        Case(args=(torch.tensor([[1.0, 3.0, 3.0]]), -0.5), label="p < 0，最大的词有并列"),
+        Case(
+            args=(torch.tensor([[0.0, -800.0, 1.0]]), 1.0),
+            label="p = 1 什么都不去掉，概率为 0 的词也留下",
+        ),
+        Case(args=(words, 1.5), label="p > 1 什么都不去掉"),
     ]
+    rng = random.Random(14)
+    for _ in range(3):
+        n, v, p = rng.randint(1, 4), rng.randint(2, 12), round(rng.uniform(0.05, 0.95), 2)
+        cases.append(
+            Case(
+                args=(torch.randn(n, v, generator=g) * rng.choice([1.0, 3.0]), p),
+                label=f"随机输入 (N, V) = {(n, v)}，p = {p}",
+            )
+        )
+    return cases
 
 
 register(
     Exercise(
         id="decoding.top_p_filter",
         chapter=6,
-        title="top-p (nucleus) 过滤",
+        title="核采样的 top-p 过滤",
         prompt=(
-            "实现 top_p_filter(logits, p)：logits 形状为 (N, V)。对每一行，把词按概率 "
-            "softmax(logits) 从大到小排序，保留累计概率刚好达到 p 的最小集合 (让累计概率越过 p "
-            "的那个词也要保留；概率最大的词总是保留)，其余位置设为 float('-inf')。返回 (N, V)，"
-            "顺序与输入相同。"
+            "实现 top_p_filter(logits, p)：logits 形状为 (N, V)（float32）。对每一行，一个词保留，"
+            "当且仅当概率 softmax(logits) 严格大于它的那些词的概率之和小于 p——也就是按概率从大到小"
+            "累加、刚好达到 p 的最小集合（让累计概率越过 p 的那个词也保留）。其余位置设为 "
+            "float('-inf')，保留的值不变，顺序与输入相同；返回一个新的张量。\n"
+            "并列：概率相等的词同进同出。概率最大的词（及与它并列的词）总是保留，"
+            "所以 p <= 0 时只剩它们；p >= 1 时什么都不去掉。"
         ),
         hint=(
-            "先 torch.sort(logits, descending=True) 得到排序和下标 order；probs = softmax；"
-            "一个词“之前”的累计概率是 probs.cumsum(-1) - probs，它 >= p 时才去掉这个词。"
-            "最后用 scatter 按 order 把“去掉”的标记放回原来的位置。"
+            "先把每行的词按概率从大到小排好，算出每个词“前面”那些词的概率之和，和 p 比较；"
+            "决定好之后，要把结果放回词原来的位置。并列的词要么都留、要么都去："
+            "想一想怎样用“门槛”代替逐个判断。"
+        ),
+        explanation=(
+            "sorted_logits = torch.sort(logits, descending=True).values；probs = softmax(sorted_logits)；"
+            "before = probs.cumsum(-1) - probs；kept = before < p，并令 kept[..., 0] = True；"
+            "门槛是被保留的最小 logit：threshold = sorted_logits[kept] 中每行的最小值；"
+            "答案 logits.masked_fill(logits < threshold, -inf)（p >= 1 时直接返回副本）。"
+            "用门槛而不是按排序位置去掉，并列的词就同进同出。"
         ),
         kind="function",
+        returns=Array("float32", "(N, V)"),
         cases=_top_p_cases,
         reference=reference_top_p,
-        wrong_answers=[
-            _top_p_drops_crossing_token,
-            _top_p_unsorted,
-            _top_p_threshold_on_probability,
-        ],
-        compare=_same_filtered,
     )
 )
 
@@ -167,25 +167,14 @@ def reference_sequence_accuracy(token_error: float, length: int) -> float:
     return (1.0 - token_error) ** length
 
 
-def _sequence_accuracy_linear(token_error: float, length: int) -> float:
-    return 1.0 - token_error * length
-
-
-def _sequence_accuracy_error_power(token_error: float, length: int) -> float:
-    return 1.0 - token_error**length
-
-
-def _sequence_accuracy_at_least_one_error(token_error: float, length: int) -> float:
-    return 1.0 - (1.0 - token_error) ** length
-
-
 def _sequence_accuracy_cases() -> list[Case]:
+    settings = [(0.02, 10), (0.05, 20), (0.01, 100), (0.3, 1), (0.0, 50), (1.0, 3)]
+    rng = random.Random(15)
+    drawn = [(round(rng.uniform(0.001, 0.05), 4), rng.randint(1, 100)) for _ in range(4)]
     return [
-        Case(args=(0.02, 10), label="讲义的例子：每步错 2%，长 10"),
-        Case(args=(0.05, 20), label="每步错 5%，长 20"),
-        Case(args=(0.01, 100), label="每步错 1%，长 100"),
-        Case(args=(0.3, 1), label="长度 1"),
-        Case(args=(0.0, 50), label="从不出错"),
+        Case(args=s, label=f"{prefix}每步出错概率 {s[0]:g}，长 {s[1]}")
+        for prefix, group in (("", settings), ("随机：", drawn))
+        for s in group
     ]
 
 
@@ -196,22 +185,15 @@ register(
         title="整句全对的概率",
         prompt=(
             "实现 sequence_accuracy(token_error, length)：假设每一步独立地以概率 token_error "
-            "出错，返回长度为 length 的输出每一步都正确的概率 (一个 float)。"
+            "出错，返回长度为 length 的输出每一步都正确的概率。\n"
+            "0 <= token_error <= 1，length >= 1；token_error = 0 时答案是 1，token_error = 1 时是 0。"
         ),
-        hint="每一步正确的概率是 1 - token_error，length 个独立事件同时发生，概率相乘。",
+        hint="一步正确的概率是多少？整句正确要求每一步都正确，而各步是相互独立的。",
+        explanation="独立事件同时发生，概率相乘：(1 - token_error) ** length。",
         kind="function",
+        returns=Real(),
         cases=_sequence_accuracy_cases,
         reference=reference_sequence_accuracy,
-        wrong_answers=[
-            _sequence_accuracy_linear,
-            _sequence_accuracy_error_power,
-            _sequence_accuracy_at_least_one_error,
-        ],
-        compare=lambda expected, got: (
-            isinstance(got, (int, float))
-            and not isinstance(got, bool)
-            and math.isclose(expected, float(got), rel_tol=1e-9, abs_tol=1e-12)
-        ),
     )
 )
 
@@ -226,24 +208,24 @@ def reference_length_penalised_score(log_prob: float, length: int, alpha: float)
     return log_prob / ((5.0 + length) / 6.0) ** alpha
 
 
-def _penalty_on_length_only(log_prob: float, length: int, alpha: float) -> float:
-    return log_prob / length**alpha
-
-
-def _penalty_multiplied(log_prob: float, length: int, alpha: float) -> float:
-    return log_prob * ((5.0 + length) / 6.0) ** alpha
-
-
-def _penalty_without_power(log_prob: float, length: int, alpha: float) -> float:
-    return log_prob / (((5.0 + length) / 6.0) * alpha)
-
-
 def _penalty_cases() -> list[Case]:
+    settings = [
+        (math.log(0.3), 3, 0.6),
+        (math.log(0.15), 8, 0.6),
+        (-4.2, 12, 1.0),
+        (-2.0, 5, 0.0),
+        (-3.0, 1, 0.6),
+        (0.0, 7, 0.6),
+    ]
+    rng = random.Random(16)
+    drawn = [
+        (round(-rng.uniform(0.1, 20), 3), rng.randint(1, 40), round(rng.uniform(0, 1.5), 2))
+        for _ in range(4)
+    ]
     return [
-        Case(args=(math.log(0.3), 3, 0.6), label="短句，alpha = 0.6"),
-        Case(args=(math.log(0.15), 8, 0.6), label="长句，alpha = 0.6"),
-        Case(args=(-4.2, 12, 1.0), label="alpha = 1"),
-        Case(args=(-2.0, 5, 0.0), label="alpha = 0 时就是对数概率本身"),
+        Case(args=s, label=f"{prefix}log_prob={s[0]:.4g}, length={s[1]}, alpha={s[2]}")
+        for prefix, group in (("", settings), ("随机：", drawn))
+        for s in group
     ]
 
 
@@ -254,17 +236,17 @@ register(
         title="带长度惩罚的束搜索得分",
         prompt=(
             "实现 length_penalised_score(log_prob, length, alpha)：返回 GNMT 的束搜索得分 "
-            "log_prob / lp(length)，其中 lp(L) = ((5 + L) / 6) ** alpha。"
+            "log_prob / lp(length)，其中 lp(L) = ((5 + L) / 6) ** alpha。\n"
+            "log_prob <= 0（可以是 0），length >= 1 是整数，alpha >= 0；alpha = 0 时不惩罚。"
         ),
-        hint="lp(L) = ((5 + L) / 6) ** alpha；alpha = 0 时 lp = 1，得分就是 log_prob。",
+        hint=(
+            "得分是对数概率除以一个只和长度有关的因子：这个因子在 alpha 为 0 时等于 1，"
+            "length 为 1 时也等于 1。注意整数除法会把分数截掉。"
+        ),
+        explanation="log_prob / ((5 + length) / 6) ** alpha，其中 / 是浮点除法。",
         kind="function",
+        returns=Real(),
         cases=_penalty_cases,
         reference=reference_length_penalised_score,
-        wrong_answers=[_penalty_on_length_only, _penalty_multiplied, _penalty_without_power],
-        compare=lambda expected, got: (
-            isinstance(got, (int, float))
-            and not isinstance(got, bool)
-            and math.isclose(expected, float(got), rel_tol=1e-9, abs_tol=1e-12)
-        ),
     )
 )

@@ -3,11 +3,12 @@ and counting the bytes that naive attention moves."""
 
 from __future__ import annotations
 
-import math
+import random
 
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises.specs import Array, Integer, Items
 
 # --------------------------------------------------------------------------------------
 # kernels.merge_softmax_state
@@ -24,58 +25,43 @@ def reference_merge_softmax_state(
     entries (``m = -inf``, ``l = 0``) must not produce NaN.
     """
     m = torch.maximum(m1, m2)
-    m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+    m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)  # -inf - -inf is NaN
     return m, l1 * torch.exp(m1 - m_safe) + l2 * torch.exp(m2 - m_safe)
 
 
-def _sum_without_rescaling(m1, l1, m2, l2):
-    # forgets that l1 and l2 are measured against different maxima
-    return torch.maximum(m1, m2), l1 + l2
-
-
-def _rescale_wrong_direction(m1, l1, m2, l2):
-    # exp(m - m1) instead of exp(m1 - m): overflows instead of shrinking
-    m = torch.maximum(m1, m2)
-    return m, l1 * torch.exp(m - m1) + l2 * torch.exp(m - m2)
-
-
-def _nan_for_empty_parts(m1, l1, m2, l2):
-    # right formula, but -inf - (-inf) = NaN when both parts are empty
-    m = torch.maximum(m1, m2)
-    return m, l1 * torch.exp(m1 - m) + l2 * torch.exp(m2 - m)
-
-
-def _same_state(expected: tuple, got: object) -> bool:
-    """Both (m, l) tensors allclose; -inf equals -inf (allclose treats equal infinities as
-    close), and any NaN fails."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return False
-    return all(
-        isinstance(g, torch.Tensor)
-        and g.shape == e.shape
-        and not torch.isnan(g).any()
-        and torch.allclose(g.double(), e.double(), rtol=1e-7, atol=1e-9)
-        for e, g in zip(expected, got, strict=True)
-    )
-
-
 def _state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, l) of each row of ``x`` (rows of -inf are empty parts: m = -inf, l = 0)."""
     m = x.max(dim=-1).values
     m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
     return m, torch.exp(x - m_safe[..., None]).sum(dim=-1)
 
 
 def _merge_cases() -> list[Case]:
-    generator = torch.Generator().manual_seed(7)
-    a = torch.randn(4, 5, generator=generator, dtype=torch.float64) * 3
-    b = torch.randn(4, 3, generator=generator, dtype=torch.float64) * 3 + 2
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(4, 5, generator=g, dtype=torch.float64) * 3
+    b = torch.randn(4, 3, generator=g, dtype=torch.float64) * 3 + 2
     empty = torch.full((2, 3), float("-inf"), dtype=torch.float64)
     some = torch.tensor([[1.0, -2.0, 0.5], [float("-inf"), 3.0, 2.0]], dtype=torch.float64)
-    return [
-        Case(args=(*_state(a), *_state(b)), label="四行，两块各 5 和 3 个数"),
-        Case(args=(*_state(some), *_state(empty)), label="第二块全被遮住 (m=-inf, l=0)"),
-        Case(args=(*_state(empty), *_state(empty)), label="两块都被遮住"),
+    same = torch.tensor([[2.0, 0.0], [-1.0, -1.0]], dtype=torch.float64)
+    cases = [
+        Case(args=(*_state(a), *_state(b)), label="四行，两段各 5 和 3 个数"),
+        Case(args=(*_state(some), *_state(empty)), label="第二段全被遮住 (m=-inf, l=0)"),
+        Case(args=(*_state(empty), *_state(some)), label="第一段全被遮住"),
+        Case(args=(*_state(empty), *_state(empty)), label="两段都被遮住"),
+        Case(args=(*_state(same), *_state(same.flip(-1))), label="两段的最大值相等"),
     ]
+    rng = random.Random(17)
+    for _ in range(3):
+        rows = tuple(rng.randint(1, 4) for _ in range(rng.randint(0, 2)))
+        x = torch.randn(*rows, 2, rng.randint(1, 6), generator=g, dtype=torch.float64)
+        x = x * rng.choice([1.0, 10.0])
+        x[..., 0, :][torch.rand(rows, generator=g) < 0.3] = float("-inf")  # some empty parts
+        cases.append(
+            Case(
+                args=(*_state(x[..., 0, :]), *_state(x[..., 1, :])), label=f"随机输入，形状 {rows}"
+            )
+        )
+    return cases
 
 
 register(
@@ -85,18 +71,25 @@ register(
         title="合并两段的在线 softmax 状态",
         prompt=(
             "一行分数被切成两段。每段有状态 (m, l)：m 是这一段的最大值，l = Σ exp(x - m)。"
-            "写 merge(m1, l1, m2, l2)，返回整行的 (m, l)。四个参数都是形状相同的张量 "
-            "(每个元素对应一行)。被完全遮住的段 m = -inf、l = 0，结果不能出现 NaN。"
+            "写 merge(m1, l1, m2, l2)，返回整行的 (m, l)。\n"
+            "四个参数是形状相同的 float64 张量，每个元素对应一行（形状可以是 ()、(R,) 或更多维）。"
+            "被完全遮住的段 m = -inf、l = 0：一段被遮住时，结果就是另一段的状态；"
+            "两段都被遮住时结果是 (-inf, 0)，不能出现 NaN。"
         ),
         hint=(
-            "新最大值 m = max(m1, m2)；旧的和要换算到新的基准：l1·exp(m1 - m)。"
-            "当 m 也是 -inf 时，先把它换成 0 再做减法。"
+            "两段的 l 是以各自的最大值为基准算的，不能直接相加：先把它们换算到同一个基准"
+            "（整行的最大值）上。-inf 减 -inf 是 NaN，两段都被遮住的情况要单独处理。"
+        ),
+        explanation=(
+            "m = torch.maximum(m1, m2)；m_safe = torch.where(m == -inf, 0, m)；"
+            "l = l1 · exp(m1 - m_safe) + l2 · exp(m2 - m_safe)。被遮住的段 exp(-inf) = 0，贡献为 0。"
         ),
         kind="function",
+        returns=Items(
+            (Array("float64", "与 m1 相同"), Array("float64", "与 m1 相同")), names=("m", "l")
+        ),
         cases=_merge_cases,
         reference=reference_merge_softmax_state,
-        wrong_answers=[_sum_without_rescaling, _rescale_wrong_direction, _nan_for_empty_parts],
-        compare=_same_state,
     )
 )
 
@@ -114,18 +107,17 @@ def reference_naive_attention_bytes(n: int, d: int, bytes_per_element: int) -> i
     return (4 * n * n + 4 * n * d) * bytes_per_element
 
 
-def _forgets_element_size(n, d, bytes_per_element):
-    return 4 * n * n + 4 * n * d
-
-
-def _counts_scores_once(n, d, bytes_per_element):
-    # as if S were written once and never read back
-    return (n * n + 4 * n * d) * bytes_per_element
-
-
-def _only_inputs_and_output(n, d, bytes_per_element):
-    # the tiled kernel's ideal, not the naive one's
-    return 4 * n * d * bytes_per_element
+def _bytes_cases() -> list[Case]:
+    settings = [(1024, 64, 2), (17, 40, 4), (16384, 128, 2), (1, 1, 1)]
+    rng = random.Random(18)
+    drawn = [
+        (rng.randint(1, 5000), rng.randint(1, 256), rng.choice([1, 2, 4, 8])) for _ in range(4)
+    ]
+    return [
+        Case(args=s, label=f"{prefix}n={s[0]}, d={s[1]}, 每个元素 {s[2]} 字节")
+        for prefix, group in (("", settings), ("随机：", drawn))
+        for s in group
+    ]
 
 
 register(
@@ -136,21 +128,19 @@ register(
         prompt=(
             "不融合的注意力 (一个头，Nq = Nk = n，头维度 d)：读 Q、K，算出分数 S 写回显存；"
             "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_bytes(n, d, bytes_per_element)，"
-            "返回这些步骤一共读写的字节数 (整数)。"
+            "返回这些步骤一共读写的字节数。n、d、bytes_per_element 都是正整数。"
         ),
-        hint="n×n 的矩阵一共被读写了 4 次 (写 S、读 S、写 P、读 P)；n×d 的矩阵有 Q、K、V、O 四个。",
+        hint=(
+            "把每一步读写的矩阵列出来：有的是 n×n，有的是 n×d；一个矩阵每被读或写一次，"
+            "就搬运它的全部元素。最后别忘了一个元素占几个字节。"
+        ),
+        explanation=(
+            "n×n 的矩阵被读写 4 次（写 S、读 S、写 P、读 P），n×d 的矩阵 4 次（读 Q、K、V，写 O）："
+            "(4n² + 4nd) · bytes_per_element。"
+        ),
         kind="function",
-        cases=lambda: [
-            Case(args=(1024, 64, 2), label="n=1024, d=64, bf16"),
-            Case(args=(17, 40, 4), label="n=17, d=40, fp32"),
-            Case(args=(16384, 128, 2), label="n=16384, d=128, bf16"),
-        ],
+        returns=Integer(),
+        cases=_bytes_cases,
         reference=reference_naive_attention_bytes,
-        wrong_answers=[_forgets_element_size, _counts_scores_once, _only_inputs_and_output],
-        compare=lambda expected, got: (
-            isinstance(got, (int, float))
-            and not isinstance(got, bool)
-            and math.isclose(float(got), float(expected), rel_tol=1e-9)
-        ),
     )
 )

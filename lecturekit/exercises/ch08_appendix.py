@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises.specs import Integer, Items, Text
 
 # --------------------------------------------------------------------------------------
 # BPE: the pair to merge next
@@ -23,39 +25,25 @@ def reference_most_frequent_pair(word_counts: dict[str, int]) -> tuple[str, str]
     return min(pairs, key=lambda p: (-pairs[p], p))
 
 
-def _pair_unweighted(word_counts: dict[str, int]) -> tuple[str, str]:
-    pairs: Counter[tuple[str, str]] = Counter()
-    for word in word_counts:
-        for pair in zip(word, word[1:], strict=False):
-            pairs[pair] += 1  # ignores how often the word occurs
-    return min(pairs, key=lambda p: (-pairs[p], p))
-
-
-def _pair_tie_last(word_counts: dict[str, int]) -> tuple[str, str]:
-    pairs: Counter[tuple[str, str]] = Counter()
-    for word, count in word_counts.items():
-        for pair in zip(word, word[1:], strict=False):
-            pairs[pair] += count
-    return max(pairs, key=lambda p: (pairs[p], p))
-
-
-def _pair_most_frequent_characters(word_counts: dict[str, int]) -> tuple[str, str]:
-    chars: Counter[str] = Counter()
-    for word, count in word_counts.items():
-        for ch in word:
-            chars[ch] += count
-    (a, _), (b, _) = sorted(chars.items(), key=lambda item: (-item[1], item[0]))[:2]
-    return (a, b)
-
-
 def _pair_cases() -> list[Case]:
-    return [
+    cases = [
         Case(args=({"low": 5, "lower": 2, "newest": 6, "widest": 3},), label="Sennrich 的语料"),
         Case(args=({"ab": 1, "cd": 10, "abab": 3},), label="词频决定一切"),
-        Case(args=({"xy": 2, "ab": 2},), label="并列时取字典序在前的对"),
-        Case(args=({"aaa": 1, "bc": 1},), label="重叠的 aa 数两次"),
+        Case(args=({"xy": 2, "ab": 2},), label="并列时取排序最小的对"),
+        Case(args=({"aaa": 2, "bc": 3},), label="重叠的 aa 数两次"),
         Case(args=({"机器学习": 3, "学习": 2, "机器": 1},), label="中文"),
+        Case(args=({"a": 9, "b": 4, "ba": 1},), label="单字符的词没有相邻对"),
     ]
+    rng = random.Random(19)
+    for _ in range(4):
+        words = {
+            "".join(rng.choice("abcd") for _ in range(rng.randint(1, 6))): rng.randint(1, 5)
+            for _ in range(rng.randint(2, 6))
+        }
+        if max(map(len, words)) < 2:
+            words["ab"] = 1
+        cases.append(Case(args=(words,), label=f"随机语料 {words}"))
+    return cases
 
 
 register(
@@ -66,17 +54,22 @@ register(
         prompt=(
             "实现 most_frequent_pair(word_counts)：word_counts 是 {词: 出现次数} 的字典，每个词"
             "按字符拆开。统计所有相邻字符对 (a, b) 的出现次数 (每个词里的每一对都要乘上这个词"
-            "的出现次数)，返回次数最多的那一对 (一个二元组)。次数并列时返回排序最小的那一对。"
+            "的出现次数)，返回次数最多的那一对。\n"
+            "同一个词里重叠的对都要数 ('aaa' 里有两个 ('a', 'a'))；只有一个字符的词没有相邻对，"
+            "但至少有一个词长度 >= 2。次数并列时返回排序最小的那一对 (按 Python 的元组比较)。"
         ),
         hint=(
+            "数的是相邻的“对”，不是单个字符；一个词每出现一次，它里面的每一对都跟着出现一次。"
+            "并列时按题目的规则挑，不要依赖字典或计数器的遍历顺序。"
+        ),
+        explanation=(
             "对每个词 w 和它的次数 c：for pair in zip(w, w[1:]): counts[pair] += c。"
             "并列取最小：min(counts, key=lambda p: (-counts[p], p))。"
         ),
         kind="function",
+        returns=Items((Text(), Text()), text="一个二元组 (a, b)，a 和 b 各是一个字符 (str)"),
         cases=_pair_cases,
         reference=reference_most_frequent_pair,
-        wrong_answers=[_pair_unweighted, _pair_tie_last, _pair_most_frequent_characters],
-        compare=lambda expected, got: isinstance(got, tuple) and tuple(got) == expected,
     )
 )
 
@@ -110,35 +103,34 @@ def reference_max_path_length(layer: str, n: int, k: int) -> int:
     raise ValueError(f"layer must be 'rnn', 'conv', 'dilated' or 'attention', got {layer!r}")
 
 
-def _path_n_over_k(layer: str, n: int, k: int) -> int:
-    if layer == "conv":
-        return n // k
-    return reference_max_path_length(layer, n, k)
-
-
-def _path_rnn_n(layer: str, n: int, k: int) -> int:
-    if layer == "rnn":
-        return n
-    return reference_max_path_length(layer, n, k)
-
-
-def _path_dilated_floor(layer: str, n: int, k: int) -> int:
-    if layer == "dilated":
-        layers = 0
-        while k ** (layers + 1) <= n:
-            layers += 1
-        return layers
-    return reference_max_path_length(layer, n, k)
-
-
 def _path_cases() -> list[Case]:
+    settings = [
+        ("rnn", 100, 3),
+        ("rnn", 2, 2),
+        ("attention", 4096, 3),
+        ("conv", 9, 3),
+        ("conv", 10, 3),
+        ("conv", 100, 5),
+        ("conv", 2, 2),
+        ("dilated", 4096, 3),
+        ("dilated", 27, 3),
+        ("dilated", 28, 3),
+        ("dilated", 125, 5),
+        ("dilated", 126, 5),
+        ("dilated", 243, 3),
+        ("dilated", 244, 3),
+        ("dilated", 2, 2),
+    ]
+    rng = random.Random(20)
+    drawn = []
+    for layer in ("rnn", "conv", "conv", "dilated", "dilated", "attention"):
+        k = rng.randint(2, 7)
+        n = rng.choice([rng.randint(2, 3000), k ** rng.randint(1, 5) + rng.choice([-1, 0, 1])])
+        drawn.append((layer, max(n, 2), k))
     return [
-        Case(args=("rnn", 100, 3), label="RNN，n = 100"),
-        Case(args=("attention", 4096, 3), label="自注意力，n = 4096"),
-        Case(args=("conv", 9, 3), label="连续卷积，n = 9，k = 3"),
-        Case(args=("conv", 100, 5), label="连续卷积，n = 100，k = 5"),
-        Case(args=("dilated", 4096, 3), label="空洞卷积，n = 4096，k = 3"),
-        Case(args=("dilated", 27, 3), label="空洞卷积，n = 27 恰好是 3 的幂"),
+        Case(args=s, label=f"{prefix}{s[0]}，n = {s[1]}，k = {s[2]}")
+        for prefix, group in (("", settings), ("随机：", drawn))
+        for s in group
     ]
 
 
@@ -151,18 +143,22 @@ register(
             "实现 max_path_length(layer, n, k)：返回第 1 个位置的信息至少经过多少层 (RNN 为多少"
             "步) 才能影响第 n 个位置。layer 取 'rnn' (每步右移 1)、'conv' (因果卷积，宽度 k，"
             "每层往右多看 k-1 个位置)、'dilated' (第 L 层的空洞为 k**L，L 从 0 开始，L 层后能"
-            "看到 k**L - 1 个位置之外) 或 'attention' (一层看到所有位置)。n >= 2。"
+            "看到 k**L - 1 个位置之外) 或 'attention' (一层看到所有位置)。\n"
+            "n >= 2，k >= 2 ('rnn' 和 'attention' 用不到 k)。测试包括恰好够到第 n 个位置的边界，"
+            "例如 n 恰好是 k 的幂、或比它多 1。"
         ),
         hint=(
-            "RNN：n-1。连续卷积：向上取整 (n-1)/(k-1)。空洞卷积：最小的 L 使 k**L >= n。"
-            "自注意力：1。"
+            "想一想每多一层 (或一步)，信息最多能再往右传多远；要的是够到第 n 个位置的最少层数，"
+            "所以不够就得再加一层。浮点数的对数在 k 的幂附近可能差一点点，整数运算更可靠。"
+        ),
+        explanation=(
+            "RNN：n - 1。卷积：L 层后覆盖 1 + L(k-1) 个位置，L = ceil((n-1)/(k-1))，"
+            "整数写法 -(-(n - 1) // (k - 1))。空洞卷积：L 层后覆盖 k**L 个位置，"
+            "从 L = 0 开始加一，直到 k**L >= n。自注意力：1。"
         ),
         kind="function",
+        returns=Integer(),
         cases=_path_cases,
         reference=reference_max_path_length,
-        wrong_answers=[_path_n_over_k, _path_rnn_n, _path_dilated_floor],
-        compare=lambda expected, got: (
-            isinstance(got, int) and not isinstance(got, bool) and got == expected
-        ),
     )
 )
