@@ -7,14 +7,23 @@ that needs the network (a CDN script, font or image) cannot pass. Per page it ch
 request, no page error, no console error except the named harmless ones; MathJax typeset every
 formula and no raw ``\\(`` is left in the text; every image loaded; every widget rendered;
 every solution dropdown opens. A full-page screenshot of each page goes to _build/screenshots/.
+
+Nothing is judged before the page has settled, and settling does not depend on timing: every
+widget view has rendered, every ``@font-face`` the page declares has been loaded on purpose
+(a browser otherwise fetches a font only when a glyph first needs it, so a missing icon font
+would fail some runs and pass others), ``document.fonts.ready`` has resolved and no request
+is in flight. Then every URL the page requested must name a file of the build.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pytest
 
@@ -122,20 +131,40 @@ def browser() -> Iterator[object]:
 
 
 class PageProblems:
-    """Collects what went wrong while a page loaded and ran."""
+    """Collects what went wrong while a page loaded and ran, and every request it made."""
 
     def __init__(self) -> None:
         self.blocked: list[str] = []
         self.failed: list[str] = []
         self.errors: list[str] = []
         self.console: list[str] = []
+        self.fonts: list[str] = []
+        self.requested: list[str] = []
+        self.in_flight: set[object] = set()
+
+    def missing_files(self) -> list[str]:
+        """Requested file:// URLs that name no file (a request may fail without an event)."""
+        missing = []
+        for url in dict.fromkeys(self.requested):
+            if url.startswith("file://") and not Path(url2pathname(urlparse(url).path)).is_file():
+                missing.append(url)
+        return missing
 
     def __bool__(self) -> bool:
-        return bool(self.blocked or self.failed or self.errors or self.console)
+        return bool(
+            self.blocked
+            or self.failed
+            or self.errors
+            or self.console
+            or self.fonts
+            or self.missing_files()
+        )
 
     def __str__(self) -> str:
         return (
             f"blocked (not file://): {self.blocked}\nfailed requests: {self.failed}\n"
+            f"requested files that do not exist: {self.missing_files()}\n"
+            f"fonts that did not load: {self.fonts}\n"
             f"page errors: {self.errors}\nconsole errors: {self.console}"
         )
 
@@ -154,7 +183,18 @@ def _open(browser, path: Path):  # type: ignore[no-untyped-def]
 
     context.route("**/*", route)
     page = context.new_page()
-    page.on("requestfailed", lambda r: problems.failed.append(f"{r.url} ({r.failure})"))
+
+    def started(request) -> None:  # type: ignore[no-untyped-def]
+        problems.requested.append(request.url)
+        problems.in_flight.add(request)
+
+    def failed(request) -> None:  # type: ignore[no-untyped-def]
+        problems.failed.append(f"{request.url} ({request.failure})")
+        problems.in_flight.discard(request)
+
+    page.on("request", started)
+    page.on("requestfinished", lambda request: problems.in_flight.discard(request))
+    page.on("requestfailed", failed)
     page.on("pageerror", lambda error: problems.errors.append(str(error)))
 
     def on_console(message) -> None:  # type: ignore[no-untyped-def]
@@ -197,11 +237,41 @@ IMAGES_LOADED = """async () => {
 }"""
 
 
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
+WIDGETS_RENDERED = """() => Array.from(
+  document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')
+).every(view => {
+  const area = view.previousElementSibling;
+  return area && area.classList.contains('widget-subarea') && area.childElementCount > 0;
+})"""
+
+# Loads every font face the page declares, not only those a visible glyph needs yet; returns
+# the ones that failed. FontFace.load() tries each source of a face's src list in turn.
+LOAD_ALL_FONTS = """async () => {
+  const faces = Array.from(document.fonts);
+  const results = await Promise.allSettled(faces.map(face => face.load()));
+  await document.fonts.ready;
+  return results.flatMap((result, i) => result.status === 'rejected'
+    ? [`${faces[i].family} ${faces[i].style} ${faces[i].weight}: ${result.reason}`] : []);
+}"""
+
+
+def _settle(page, problems: PageProblems) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the page is done: widgets rendered, every font loaded, no request in flight."""
+    page.wait_for_function(WIDGETS_RENDERED, timeout=TIMEOUT_MS)
+    problems.fonts.extend(page.evaluate(LOAD_ALL_FONTS))
+    page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)
+    for _ in range(TIMEOUT_MS // 50):  # and no request of our own count still open
+        if not problems.in_flight:
+            break
+        page.wait_for_timeout(50)
+    assert not problems.in_flight, [r.url for r in problems.in_flight]  # type: ignore[attr-defined]
+
+
+def check_page(browser, path: Path, screenshot: Path | None = None) -> None:  # type: ignore[no-untyped-def]
+    """Open one built page offline and assert everything the module docstring lists."""
     context, page, problems = _open(browser, path)
     try:
-        name = _page_id(path)
+        name = path.name
         redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text())
         if redirect:
             target = (path.parent / redirect.group(1)).resolve()
@@ -221,9 +291,7 @@ def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) ->
         broken_images = page.evaluate(IMAGES_LOADED)
         assert not broken_images, f"{name}: images that did not load: {broken_images}"
 
-        widget_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]')
-        if widget_views.count():
-            page.wait_for_selector(".jupyter-widgets", state="attached", timeout=TIMEOUT_MS)
+        _settle(page, problems)
 
         dropdowns = page.locator(".admonition.dropdown")
         for index in range(dropdowns.count()):
@@ -240,18 +308,54 @@ def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) ->
             )
             assert content.is_visible(), f"{name}: dropdown {index} opened but shows nothing"
 
-        screenshot = SCREENSHOTS / f"{name.removesuffix('.html').replace('/', '__')}.png"
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        # A viewport as tall as the page, not full_page=True: Chromium's stitched full-page
-        # capture repeats the sticky header and the back-to-top button down the image.
-        height = page.evaluate("() => document.documentElement.scrollHeight")
-        page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 16_000)})
-        page.screenshot(path=str(screenshot))
-        page.wait_for_timeout(200)  # let late requests and errors surface before judging
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            # A viewport as tall as the page, not full_page=True: Chromium's stitched
+            # full-page capture repeats the sticky header and the back-to-top button.
+            height = page.evaluate("() => document.documentElement.scrollHeight")
+            page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 16_000)})
+            page.screenshot(path=str(screenshot))
+            _settle(page, problems)  # the taller viewport may have loaded more
         assert not problems, f"{name}:\n{problems}"
-        request.config.stash.setdefault(OPENED, []).append(name)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
+    name = _page_id(path)
+    check_page(browser, path, SCREENSHOTS / f"{name.removesuffix('.html').replace('/', '__')}.png")
+    request.config.stash.setdefault(OPENED, []).append(name)
+
+
+def _copy_without(tmp_path: Path, missing: Path) -> Path:
+    """A copy of the built site (hard links where possible) that lacks one file."""
+    site = tmp_path / "html"
+
+    def link_or_copy(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(HTML, site, copy_function=link_or_copy)
+    (site / missing.relative_to(HTML)).unlink()
+    return site
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_a_missing_widget_font_fails_the_page_check(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The page check is not blind to fonts: without one of the widget manager's icon fonts
+    a page with widgets fails, every run, because every declared font face is loaded."""
+    fonts = sorted((HTML / "_static" / "vendor" / "html-manager").glob("*.woff2"))
+    with_widgets = [p for p in CHAPTERS if WIDGET_VIEW in p.read_text(encoding="utf-8")]
+    assert fonts and with_widgets, "no widget fonts or no page with widgets in the build"
+    for font in fonts:
+        site = _copy_without(tmp_path / font.stem, font)
+        with pytest.raises(AssertionError, match=re.escape(font.name)):
+            check_page(browser, site / with_widgets[0].relative_to(HTML))
 
 
 SEARCH_TERMS = ("softmax", "注意力")

@@ -10,8 +10,9 @@ writes itself. Nothing goes into the source ``_static/``: Jupyter Book 1 injects
 
 The configuration script does two things the CDN set-up leaves broken:
 
-- it maps the widget manager's RequireJS module path to the local copy, so the manager finds
-  its icon fonts next to ``embed-amd.js`` (by default it looks beside each page);
+- it maps the RequireJS names of the widget manager's modules to the local copy, so every
+  module finds its icon fonts next to ``embed-amd.js`` (by default they are looked for in an
+  ``@jupyter-widgets/`` folder beside each page, which does not exist);
 - the manager typesets widget labels with the MathJax 2 API (``MathJax.Hub.Queue``) while the
   book loads MathJax 3, which throws; the script forwards that call to MathJax 3.
 
@@ -44,8 +45,16 @@ CONFIG_JS_SOURCE = """\
 (function () {
   var here = document.currentScript.src;
   var vendor = here.slice(0, here.lastIndexOf("/") + 1);
-  // The widget manager loads its fonts relative to its RequireJS module path.
-  require.config({paths: {"@jupyter-widgets/html-manager/dist": vendor + "html-manager"}});
+  // embed-amd.js defines its modules by name ("@jupyter-widgets/html-manager", ".../base",
+  // ".../controls", ".../html-manager/dist/libembed-amd"); each asks for its icon fonts
+  // beside the URL RequireJS gives its name, by default relative to the page. Map every name
+  // to the folder that holds embed-amd.js and the fonts (the longest matching prefix wins).
+  require.config({
+    paths: {
+      "@jupyter-widgets": vendor + "html-manager",
+      "@jupyter-widgets/html-manager/dist": vendor + "html-manager",
+    },
+  });
   // The manager calls the MathJax 2 API; the book runs MathJax 3 (loaded with defer, so it
   // exists at DOMContentLoaded, before the manager renders on window load).
   document.addEventListener("DOMContentLoaded", function () {
