@@ -7,10 +7,11 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 from torch import nn
 
 import lecturekit
-from lecturekit.exercises import check, list_exercises
+from lecturekit.exercises import list_exercises
 from lecturekit.exercises.ch02_attention import (
     reference_mha_parameters,
     reference_scaled_dot_product,
@@ -342,14 +343,3 @@ def test_every_exercise_of_chapters_2_and_3_has_solutions_and_mistakes():
     ids = list_exercises(chapter=2) + list_exercises(chapter=3)
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids)
     assert all(len(SOLUTIONS[i]) >= 2 and len(MISTAKES[i]) >= 3 for i in ids)
-
-
-def test_correct_solution_passes(exercise_id, solution, capsys):
-    assert check(exercise_id, solution) is True, capsys.readouterr().out
-
-
-def test_mistake_fails_for_its_reason(exercise_id, mistake, reason, capsys):
-    """``reason``: a fragment of the feedback that names what is wrong."""
-    assert check(exercise_id, mistake) is False, f"{mistake!r} passed"
-    out = capsys.readouterr().out
-    assert reason in out and "Traceback" not in out, out

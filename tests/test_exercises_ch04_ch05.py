@@ -5,9 +5,10 @@ and typical mistakes must fail it, for the reason the feedback names."""
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
 import lecturekit
-from lecturekit.exercises import check, list_exercises
+from lecturekit.exercises import list_exercises
 from lecturekit.exercises.ch04_decoder import reference_causal_mask, reference_self_attention_mask
 from lecturekit.exercises.ch05_training import reference_masked_cross_entropy
 
@@ -300,14 +301,3 @@ def test_every_exercise_of_chapters_4_and_5_has_solutions_and_mistakes():
     ids = list_exercises(chapter=4) + list_exercises(chapter=5)
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids)
     assert all(len(SOLUTIONS[i]) >= 2 and len(MISTAKES[i]) >= 3 for i in ids)
-
-
-def test_correct_solution_passes(exercise_id, solution, capsys):
-    assert check(exercise_id, solution) is True, capsys.readouterr().out
-
-
-def test_mistake_fails_for_its_reason(exercise_id, mistake, reason, capsys):
-    """``reason``: a fragment of the feedback that names what is wrong."""
-    assert check(exercise_id, mistake) is False, f"{mistake!r} passed"
-    out = capsys.readouterr().out
-    assert reason in out and "Traceback" not in out, out

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import torch
+from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
-from lecturekit.exercises import check, get_exercise, list_exercises
+from lecturekit.exercises import get_exercise, list_exercises
 from lecturekit.exercises.ch06_decoding import reference_top_k, reference_top_p
 
 INF = float("-inf")
@@ -255,14 +256,3 @@ def test_every_exercise_of_chapter_6_has_solutions_and_mistakes():
     ids = list_exercises(chapter=6)
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids)
     assert all(len(SOLUTIONS[i]) >= 2 and len(MISTAKES[i]) >= 3 for i in ids)
-
-
-def test_correct_solution_passes(exercise_id, solution, capsys):
-    assert check(exercise_id, solution) is True, capsys.readouterr().out
-
-
-def test_mistake_fails_for_its_reason(exercise_id, mistake, reason, capsys):
-    """``reason``: a fragment of the feedback that names what is wrong."""
-    assert check(exercise_id, mistake) is False, f"{mistake!r} passed"
-    out = capsys.readouterr().out
-    assert reason in out and "Traceback" not in out, out

@@ -7,8 +7,9 @@ from collections import Counter
 
 import numpy as np
 import torch
+from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
-from lecturekit.exercises import check, list_exercises
+from lecturekit.exercises import list_exercises
 from lecturekit.exercises.ch07_kernels import reference_merge_softmax_state
 from lecturekit.exercises.ch08_appendix import reference_max_path_length
 
@@ -268,14 +269,3 @@ def test_every_exercise_of_chapters_7_and_8_has_solutions_and_mistakes():
     ids = list_exercises(chapter=7) + list_exercises(chapter=8)
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids)
     assert all(len(SOLUTIONS[i]) >= 2 and len(MISTAKES[i]) >= 3 for i in ids)
-
-
-def test_correct_solution_passes(exercise_id, solution, capsys):
-    assert check(exercise_id, solution) is True, capsys.readouterr().out
-
-
-def test_mistake_fails_for_its_reason(exercise_id, mistake, reason, capsys):
-    """``reason``: a fragment of the feedback that names what is wrong."""
-    assert check(exercise_id, mistake) is False, f"{mistake!r} passed"
-    out = capsys.readouterr().out
-    assert reason in out and "Traceback" not in out, out
