@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
 import exercise_numbers  # noqa: E402
+import search_terms  # noqa: E402
 from sphinx.errors import ExtensionError  # noqa: E402
 
 
@@ -48,3 +50,59 @@ def test_renumber_per_chapter_keeps_page_order_and_other_figtypes() -> None:
     }
     assert toc_fignumbers["notebooks/08_appendix"]["exercise"] == {"last": ("A", 1)}
     assert toc_fignumbers["book/intro"] == {"figure": {"g": (2,)}}
+
+
+def _notebook(tmp_path: Path, *markdown: str) -> Path:
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": text} for text in markdown]
+    path = tmp_path / "appendix.ipynb"
+    path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    return path
+
+
+def test_glossary_rows_split_terms_and_qualifiers(tmp_path: Path) -> None:
+    path = _notebook(
+        tmp_path,
+        "## 其他\n\n| 中文 | x | y |\n|---|---|---|\n| 不是术语 | no | 第 9 章 |",
+        "## 术语表 (glossary)\n\n| 中文 | English | 首次出现 |\n|---|---|---|\n"
+        "| 束搜索 / 束宽 | beam search / beam size | 第 6 章 |\n"
+        "| 预热 (学习率) | warmup | 第 5 章 |\n"
+        "| 在线 softmax | online softmax | 第 7 章 |\n\n后面的段落 | 不是表格",
+    )
+    rows = search_terms.glossary_rows(path)
+    assert [(r.terms, r.qualifiers, r.chapter) for r in rows] == [
+        (("束搜索", "束宽"), (), "第 6 章"),
+        (("预热",), ("学习率",), "第 5 章"),
+        (("在线 softmax",), (), "第 7 章"),
+    ]
+    assert rows[0].english == "beam search / beam size"
+    terms = search_terms.book_terms(rows, ["第6章 推理与曝光偏差 (decoding)"])
+    assert terms == ["束搜索", "束宽", "预热", "学习率", "在线", "推理", "曝光偏差"]
+
+
+def test_glossary_rows_name_the_fix_when_the_glossary_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(ExtensionError, match="search_glossary"):
+        search_terms.glossary_rows(_notebook(tmp_path, "## 附录\n\n没有术语表的表格"))
+    with pytest.raises(ExtensionError, match="no table"):
+        search_terms.glossary_rows(_notebook(tmp_path, "## 术语表\n\n只有文字"))
+
+
+def test_title_words_drop_chapter_numbers_and_joiners() -> None:
+    assert search_terms.title_words(
+        "第7章 GPU 内核：融合 softmax、LayerNorm 与 FlashAttention"
+    ) == [
+        "内核",
+        "融合",
+    ]
+    assert search_terms.title_words("第1章 序列到序列（seq2seq）") == ["序列到序列"]
+
+
+def test_index_keeps_book_terms_whole_and_stems_like_the_browser(tmp_path: Path) -> None:
+    dictionary = tmp_path / "terms.txt"
+    dictionary.write_text("束搜索\n曝光偏差\n键\n", encoding="utf-8")
+    language = search_terms.BookChinese({"dict": str(dictionary)})
+    words = language.split("束搜索缓解不了曝光偏差，键 (key) 也一样")
+    assert {"束搜索", "曝光偏差", "键"} <= set(words)
+    assert language.word_filter("键") and not language.word_filter("也")
+    # the JavaScript side stems with Porter: "key" -> "kei", "bias" -> "bia"
+    assert language.stem("key") == "kei" and language.stem("bias") == "bia"
+    assert '"束搜索"' in language.js_splitter_code

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -358,17 +359,106 @@ def test_a_missing_widget_font_fails_the_page_check(browser, tmp_path: Path) -> 
             check_page(browser, site / with_widgets[0].relative_to(HTML))
 
 
-SEARCH_TERMS = ("softmax", "注意力")
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from search_terms import glossary_rows  # noqa: E402
+
+GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_appendix.ipynb")
+# Typed into the search field of a chapter page, as a reader does; the last two are the
+# book's own terms that jieba's general dictionary used to split.
+TYPED_QUERIES = {
+    "softmax": "notebooks/07_kernels.html",
+    "注意力": "notebooks/02_attention.html",
+    "束搜索": "notebooks/06_exposure_bias.html",
+    "曝光偏差": "notebooks/06_exposure_bias.html",
+}
+# What searchtools.js runs for a query, without drawing the list: the terms it looks up and
+# the pages it finds (as page ids, "notebooks/06_exposure_bias.html").
+RUN_QUERY = """(query) => {
+  const parsed = Search._parseQuery(query);
+  const pages = Search._performSearch(...parsed).map(result => result[0] + '.html');
+  return {terms: [...parsed[1]], pages: [...new Set(pages)].sort()};
+}"""
 
 
-@pytest.mark.parametrize("term", SEARCH_TERMS)
-def test_search_finds_pages(browser, term: str) -> None:  # type: ignore[no-untyped-def]
+def _chapter_page(label: str) -> str:
+    """The page of the glossary's 首次出现 column: "第 6 章" -> notebooks/06_....html."""
+    number = re.fullmatch(r"第\s*(\d+)\s*章", label)
+    stem = f"{int(number.group(1)):02d}_" if number else None
+    pages = [
+        _page_id(p)
+        for p in CHAPTERS
+        if (p.stem.startswith(stem) if stem else "appendix" in p.stem and label == "附录")
+    ]
+    assert len(pages) == 1, f"the glossary names chapter {label!r}: no single page {pages}"
+    return pages[0]
+
+
+@pytest.fixture(scope="module")
+def search_page(browser):  # type: ignore[no-untyped-def]
     context, page, problems = _open(browser, HTML / "search.html")
+    page.wait_for_function(
+        "() => typeof Search !== 'undefined' && Search.hasIndex()", timeout=TIMEOUT_MS
+    )
+    yield page
+    context.close()
+    assert not problems, str(problems)
+
+
+def test_search_finds_every_glossary_term_in_its_chapter(search_page) -> None:  # type: ignore[no-untyped-def]
+    """Each Chinese term of the glossary is looked up whole (the index and the query are
+    segmented alike) and finds the chapter where the glossary says it is introduced."""
+    assert len(GLOSSARY) >= 20, f"the glossary has only {len(GLOSSARY)} rows"
+    split, missed = [], []
+    for row in GLOSSARY:
+        chapter = _chapter_page(row.chapter)
+        for term in row.terms:
+            result = search_page.evaluate(RUN_QUERY, term)
+            if " " not in term and result["terms"] != [term]:
+                split.append(f"{term} -> {result['terms']}")
+            if chapter not in result["pages"]:
+                missed.append(f"{term} ({row.chapter}): found in {result['pages']}")
+    assert not split, f"queries not kept whole: {split}"
+    assert not missed, "glossary terms that do not find their chapter:\n" + "\n".join(missed)
+
+
+def test_search_stems_english_terms_as_the_index_does(search_page) -> None:  # type: ignore[no-untyped-def]
+    """Every word of the glossary's English column, stemmed as the browser stems a query,
+    is a term of the index (the index and the query use the same stemmer). One-letter words
+    ("top-p") are never indexed, and searchtools.js does not require them."""
+    missing = []
+    for row in GLOSSARY:
+        result = search_page.evaluate(RUN_QUERY, row.english)
+        not_indexed = search_page.evaluate(
+            "(terms) => terms.filter(t => t.length > 1"
+            " && [].concat(Search._index.terms[t] ?? [], Search._index.titleterms[t] ?? [])"
+            ".length === 0)",
+            result["terms"],
+        )
+        missing += [f"{term} (from {row.english!r})" for term in not_indexed]
+    assert not missing, f"query terms the index does not hold: {missing}"
+
+
+@pytest.mark.parametrize("query", TYPED_QUERIES)
+def test_search_typed_into_a_chapter_page(browser, query: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _open(browser, HTML / "notebooks" / "00_setup.html")
     try:
-        page.goto(f"{(HTML / 'search.html').as_uri()}?q={term}", wait_until="load")
-        results = page.locator("#search-results ul.search li")
-        results.first.wait_for(state="attached", timeout=TIMEOUT_MS)
-        assert results.count() > 0, f"searching {term!r} found nothing"
+        page.keyboard.press("Control+k")
+        field = page.locator("input[name=q]:visible").first
+        field.fill(query)
+        field.press("Enter")
+        page.wait_for_url("**/search.html?q=*", timeout=TIMEOUT_MS)
+        # the status line is written once every result is listed
+        page.wait_for_function(
+            "() => (document.querySelector('#search-results .search-summary') || {}).innerText",
+            timeout=TIMEOUT_MS,
+        )
+        links = page.locator("#search-results ul.search li a").evaluate_all(
+            "links => links.map(a => a.href)"
+        )
+        expected = (HTML / TYPED_QUERIES[query]).as_uri()
+        assert any(link.split("#")[0] == expected for link in links), (
+            f"searching {query!r} did not list {TYPED_QUERIES[query]}: {links}"
+        )
         assert not problems, str(problems)
     finally:
         context.close()
