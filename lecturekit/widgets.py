@@ -22,6 +22,9 @@ from matplotlib.figure import Figure
 
 from lecturekit import plotting
 
+# ipywidgets 8 calls a control's hover text `tooltip`; 7.x (still Colab's) `description_tooltip`
+_TOOLTIP = "tooltip" if int(widgets.__version__.split(".")[0]) >= 8 else "description_tooltip"
+
 
 def _explorer(controls: dict[str, widgets.Widget], draw: Callable[[], Figure]) -> widgets.VBox:
     """Wire ``controls`` to redraw with ``draw()`` into an output area; return the box."""
@@ -186,7 +189,7 @@ def explore_sampling(
             value=1.0, base=10, min=-1, max=0.7, step=0.05, description="温度 T"
         ),
         "top_k": widgets.IntSlider(
-            value=0, min=0, max=vocab_size, description="top-k", tooltip="0 = 不限制"
+            value=0, min=0, max=vocab_size, description="top-k", **{_TOOLTIP: "0 = 不限制"}
         ),
         "top_p": widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p"),
     }

@@ -51,6 +51,7 @@ def test_sampling_distribution_matches_decoding_filter():
 def test_explore_sampling(capsys):
     logits = torch.tensor([2.0, 1.0, 0.5, -1.0])
     box = W.explore_sampling(logits, ["猫", "狗", "鱼", "鸟"])
+    assert getattr(box.controls["top_k"], W._TOOLTIP) == "0 = 不限制"
     box.controls["top_k"].value = 1
     heights = [p.get_height() for p in box.figure.axes[0].patches]
     assert heights[4:] == pytest.approx([1.0, 0.0, 0.0, 0.0])
