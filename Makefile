@@ -1,6 +1,7 @@
 # Two commands for everyone: `make book` (build the HTML book) and `make test` (every check;
 # a failing step does not stop the later ones, and make test fails if any step failed).
-# Both create .venv when needed and install the pinned set (constraints.txt) once; the stamp
+# For readers: `make lab` (run the notebooks in JupyterLab) and `make pdf` (the book as a PDF).
+# All create .venv when needed and install the pinned set (constraints.txt) once; the stamp
 # files below make repeated runs skip the install until pyproject.toml or a lock file changes.
 
 SHELL := /bin/bash
@@ -12,6 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 JOBS ?= 2
 PIP_STAMP := $(VENV)/.lecturekit-installed
+LAB_STAMP := $(VENV)/.lecturekit-lab-installed
 NPM_STAMP := node_modules/.lecturekit-installed
 CHROMIUM := /usr/bin/chromium
 # A CJK font, so the browser test's screenshots show the Chinese text instead of empty boxes.
@@ -28,14 +30,22 @@ NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
 NBVAL_FORCED_NOTEBOOKS ?= $(NOTEBOOKS)
 FORCED_PATH_ENV := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=1
 BOOK_LOG := _build/book.log
+PDF_LOG := _build/pdf.log
+PDF_DIR := _build/pdf
+# JupyterLab refuses to run as root unless told; CI and containers run as root
+LAB_ARGS ?= $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup book test notebooks lint unit kernels nbval nbval-forced book-strict browser clean
+.PHONY: help setup book lab pdf test notebooks lint unit kernels nbval nbval-forced book-strict \
+	browser pdf-check clean
 
 help:
 	@echo "make book       build the HTML book into _build/html (creates .venv if needed)"
+	@echo "make lab        install JupyterLab into .venv and open the notebooks in it"
+	@echo "make pdf        print the whole book to _build/pdf/<repository name>.pdf"
 	@echo "make test       run every check: ruff, unit, Triton interpreter, nbval, nbval on"
-	@echo "                another CPU code path, strict book build, browser"
+	@echo "                another CPU code path, strict book build,"
+	@echo "                browser (book pages, search, live JupyterLab), PDF"
 	@echo "make notebooks  re-execute every notebook in a fresh kernel and save its outputs"
 	@echo "                (one notebook: make notebooks NOTEBOOKS=notebooks/00_setup.ipynb)"
 	@echo "make clean      remove _build"
@@ -48,7 +58,16 @@ $(PIP_STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "==> installing the pinned development set into $(VENV)"
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0"
-	$(PY) -m pip install -q -c constraints.txt -e ".[gpu,book,test]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[gpu,book,test,lab]"
+	@touch $@
+
+# What a reader needs to run the notebooks: the package (with Triton for chapter 7) and
+# JupyterLab with the widget extension. Already there when the development set is.
+$(LAB_STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing lecturekit and JupyterLab into $(VENV)"
+	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0"
+	$(PY) -m pip install -q -c constraints.txt -e ".[gpu,lab]"
 	@touch $@
 
 # RequireJS and the ipywidgets embed manager, served by the built book (book/_ext/offline_assets.py).
@@ -76,23 +95,35 @@ book: setup
 	@if grep -q "WARNING" $(BOOK_LOG); then echo "ERROR: the book build logged warnings (see $(BOOK_LOG))" >&2; exit 1; fi
 	@echo "Book built: open file://$(CURDIR)/_build/html/index.html"
 
+lab: $(LAB_STAMP)
+	@echo "==> JupyterLab on notebooks/ (start with 00_setup.ipynb; Ctrl+C twice stops it)"
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
+
+# The whole book as one HTML page, printed by Debian's Chromium (book/make_pdf.py): Chinese
+# text in an embedded CJK font, typeset math, the figures, a bookmark per chapter; offline.
+pdf: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
+	@rm -rf _build/singlehtml && mkdir -p _build
+	$(VENV)/bin/jupyter-book build . --builder singlehtml -W -n --keep-going 2>&1 | tee $(PDF_LOG)
+	@if grep -q "WARNING" $(PDF_LOG); then echo "ERROR: the one-page build logged warnings (see $(PDF_LOG))" >&2; exit 1; fi
+	$(PY) book/make_pdf.py _build/singlehtml $(PDF_DIR)
+
 test: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@start=$$(date +%s); \
 	trap 'echo "make test: total time $$(( $$(date +%s) - start )) s"' EXIT; \
 	$(MAKE) --no-print-directory --keep-going lint unit kernels nbval nbval-forced book-strict \
-		browser
+		browser pdf-check
 
 lint: $(PIP_STAMP)
-	@echo "==> [1/7] ruff (lint and format check)"
+	@echo "==> [1/8] ruff (lint and format check)"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 unit: $(PIP_STAMP)
-	@echo "==> [2/7] unit tests"
+	@echo "==> [2/8] unit tests"
 	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/kernels -q
 
 kernels: $(PIP_STAMP)
-	@echo "==> [3/7] Triton kernels under the interpreter (TRITON_INTERPRET=1)"
+	@echo "==> [3/8] Triton kernels under the interpreter (TRITON_INTERPRET=1)"
 	@if [ -d tests/kernels ]; then \
 		TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) tests/kernels -q; \
 	else \
@@ -100,7 +131,7 @@ kernels: $(PIP_STAMP)
 	fi
 
 nbval: $(PIP_STAMP)
-	@echo "==> [4/7] nbval: re-run every notebook and compare its outputs"
+	@echo "==> [4/8] nbval: re-run every notebook and compare its outputs"
 	@mkdir -p _build
 	@rm -f _build/nbval.xml
 	# One notebook at a time: each kernel computes with torch's default threads (one per
@@ -112,7 +143,7 @@ nbval: $(PIP_STAMP)
 	$(PY) .ci/nbval_summary.py _build/nbval.xml; exit $${status:-0}
 
 nbval-forced: $(PIP_STAMP)
-	@echo "==> [5/7] nbval again on another CPU code path: the same outputs with AVX2 kernels and one thread"
+	@echo "==> [5/8] nbval again on another CPU code path: the same outputs with AVX2 kernels and one thread"
 	@mkdir -p _build
 	@rm -f _build/nbval-forced.xml
 	env $(FORCED_PATH_ENV) $(PY) -c "import torch; print('torch', torch.__version__, \
@@ -123,12 +154,18 @@ nbval-forced: $(PIP_STAMP)
 	$(PY) .ci/nbval_summary.py _build/nbval-forced.xml "AVX2, one thread"; exit $${status:-0}
 
 book-strict: setup
-	@echo "==> [6/7] strict book build (jupyter-book build . --all -W -n --keep-going)"
+	@echo "==> [6/8] strict book build (jupyter-book build . --all -W -n --keep-going)"
 	@$(MAKE) --no-print-directory book
 
 browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
-	@echo "==> [7/7] browser test: headless chromium opens every built page offline"
-	$(PY) -m pytest tests/test_book_html.py --run-book -q -p no:cacheprovider
+	@echo "==> [7/8] browser test: every built page offline, search, a notebook in live JupyterLab"
+	$(PY) -m pytest tests/test_book_html.py tests/test_lab.py --run-book --run-lab -q \
+		-p no:cacheprovider
+
+pdf-check: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
+	@echo "==> [8/8] PDF: make pdf, then check pages, fonts, titles, bookmarks, figures, math"
+	@$(MAKE) --no-print-directory pdf
+	$(PY) -m pytest tests/test_pdf.py --run-book -q -p no:cacheprovider
 
 notebooks: $(PIP_STAMP)
 	@for nb in $(NOTEBOOKS); do \

@@ -2,7 +2,8 @@
 
 Tests marked ``book`` need the built HTML book and a browser; ``make test`` runs them in their
 own step after the strict build, with ``--run-book``. Without that option they are skipped, so
-``pytest tests`` never depends on a stale ``_build/html``.
+``pytest tests`` never depends on a stale ``_build/html``. Tests marked ``lab`` start JupyterLab
+and drive it with a browser (``--run-lab``, the same step).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="run the tests marked 'book' against _build/html (make test does)",
+    )
+    parser.addoption(
+        "--run-lab",
+        action="store_true",
+        default=False,
+        help="run the tests marked 'lab': a live JupyterLab driven by Chromium (make test does)",
     )
 
 
@@ -32,12 +39,16 @@ def one_torch_thread():
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--run-book"):
-        return
-    skip = pytest.mark.skip(reason="needs the built book: run with --run-book (make test)")
-    for item in items:
-        if "book" in item.keywords:
-            item.add_marker(skip)
+    gates = {
+        "book": ("--run-book", "needs the built book: run with --run-book (make test)"),
+        "lab": ("--run-lab", "starts JupyterLab and Chromium: run with --run-lab (make test)"),
+    }
+    for marker, (option, reason) in gates.items():
+        if config.getoption(option):
+            continue
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,183 @@
+"""Print the whole book to one PDF with Debian's Chromium (``make pdf``).
+
+``make pdf`` first builds the book as one HTML page (``jupyter-book build . --builder
+singlehtml``), then runs this script, which opens that page offline in headless Chromium
+through Playwright (no browser is downloaded; every request that is not ``file://`` is
+refused), waits until MathJax has typeset every formula, every font and image has loaded,
+opens every solution dropdown (paper cannot unfold one), and prints A4 pages with page
+numbers and a bookmark per chapter and section (Chromium's document outline, from the
+headings). Chromium embeds the subset of each font it uses, so the Chinese text (WenQuanYi
+Micro Hei, which ``make`` installs) and MathJax's glyphs travel inside the PDF.
+
+Widgets need a running Python, so the PDF, like the web page, shows the static figure that
+stands beside each of them; the sliders themselves are left out.
+
+Usage: ``python book/make_pdf.py SINGLEHTML_DIR OUTPUT_DIR``; prints the path it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+CHROMIUM = "/usr/bin/chromium"
+TIMEOUT_MS = 120_000
+ROOT = Path(__file__).resolve().parents[1]
+
+# Print layout: the title page and the article alone (KEEP_ARTICLE drops the theme's header,
+# sidebars and footers); code wraps instead of being cut at the page's edge.
+PRINT_CSS = """
+@page { size: A4; margin: 16mm 14mm 16mm 14mm; }
+html { font-size: 14px; }
+body { display: block !important; margin: 0 !important; padding: 0 !important;
+  background: white; }
+.bd-article { padding: 0 !important; margin: 0 !important; max-width: none !important; }
+.bd-article h1 { display: block !important; text-align: center !important; font-size: 2.2rem;
+  margin: 30mm 0 12mm 0; }
+#jb-print-toc { display: block !important; break-after: page; }
+#jb-print-toc .print-h2 { font-size: 1.5rem; font-weight: bold; margin: 6mm 0 3mm 0; }
+#jb-print-toc .print-p { font-weight: bold; margin-top: 3mm; }
+.toggle-button, .copybtn, .headerlink, .widget-subarea,
+script[type="application/vnd.jupyter.widget-view+json"] { display: none !important; }
+pre, pre code { white-space: pre-wrap !important; word-break: break-word; font-size: 11px; }
+.cell_output .output pre { max-height: none !important; overflow: visible !important; }
+img { max-width: 100% !important; break-inside: avoid; }
+figure, table, .cell_output img, mjx-container[display="true"] { break-inside: avoid; }
+h1, h2, h3 { break-after: avoid; }
+/* each chapter (each page of the web book) starts on a new sheet */
+span[id^="document-"] + section { break-before: page; }
+"""
+
+# Keeps the article alone and puts the theme's print table of contents under the book's
+# title, as a title page; the table's headings become plain text, so that the bookmarks are
+# the book's own headings.
+KEEP_ARTICLE = """() => {
+  const article = document.querySelector('.bd-article');
+  const title = article && article.querySelector('h1');
+  const toc = document.querySelector('#jb-print-toc');
+  if (!title || !toc) return false;
+  document.body.replaceChildren(article);
+  toc.querySelectorAll('h1, h2, [role=heading]').forEach(heading => {
+    const text = document.createElement('div');
+    text.className = 'print-' + heading.tagName.toLowerCase();
+    text.innerHTML = heading.innerHTML;
+    heading.replaceWith(text);
+  });
+  title.after(toc);
+  return true;
+}"""
+
+READY = """async () => {
+  if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
+  const images = Array.from(document.images);
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.complete ? null : new Promise(done => {
+    img.addEventListener('load', done); img.addEventListener('error', done); })));
+  await Promise.allSettled(Array.from(document.fonts).map(face => face.load()));
+  await document.fonts.ready;
+  return {
+    broken: images.filter(img => img.naturalWidth === 0).map(img => img.getAttribute('src')),
+    untypeset: Array.from(document.querySelectorAll('.math'))
+      .filter(m => !m.querySelector('mjx-container')).length,
+  };
+}"""
+
+OPEN_DROPDOWNS = """() => {
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+}"""
+
+FOOTER = (
+    '<div style="font-size: 8px; width: 100%; text-align: center; color: #555;">'
+    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
+)
+
+
+def pdf_name(config: Path = ROOT / "_config.yml") -> str:
+    """The PDF's file name: the repository's name from ``_config.yml`` (the one place that
+    names the repository), e.g. ``transformer-course.pdf``."""
+    url = yaml.safe_load(config.read_text(encoding="utf-8"))["repository"]["url"]
+    return url.rstrip("/").rsplit("/", 1)[-1] + ".pdf"
+
+
+def _root_page(singlehtml: Path) -> Path:
+    """The single page, copied beside ``_static/``: Jupyter Book writes it as
+    ``book/intro.html`` but with links relative to the build's root folder."""
+    page = singlehtml / "print.html"
+    pages = [p for p in singlehtml.rglob("*.html") if "_static" not in p.parts and p != page]
+    pages = [p for p in pages if 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")]
+    if len(pages) != 1:
+        raise SystemExit(f"expected one page in {singlehtml} (a singlehtml build), got {pages}")
+    page.write_text(pages[0].read_text(encoding="utf-8"), encoding="utf-8")
+    return page
+
+
+def print_book(singlehtml: Path, output: Path) -> Path:
+    """Print the singlehtml build in ``singlehtml`` to ``output``; return the PDF's path."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).is_file():
+        raise SystemExit(f"{CHROMIUM} is missing: make pdf installs Debian's chromium")
+    page_path = _root_page(singlehtml.resolve())
+    output.mkdir(parents=True, exist_ok=True)
+    target = output / pdf_name()
+    refused: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1000, "height": 1400})
+
+            def route(route) -> None:  # type: ignore[no-untyped-def]
+                if route.request.url.startswith(("file://", "data:", "blob:")):
+                    route.continue_()
+                else:
+                    refused.append(route.request.url)
+                    route.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.goto(page_path.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+            page.evaluate(OPEN_DROPDOWNS)
+            page.emulate_media(media="print")
+            state = page.evaluate(READY)
+            if state["broken"] or state["untypeset"]:
+                raise SystemExit(
+                    f"not ready to print: images that did not load {state['broken']}, "
+                    f"{state['untypeset']} formulas MathJax did not typeset"
+                )
+            if not page.evaluate(KEEP_ARTICLE):
+                raise SystemExit("the page lacks the article's title or the theme's print contents")
+            page.add_style_tag(content=PRINT_CSS)
+            page.pdf(
+                path=str(target),
+                format="A4",
+                print_background=True,
+                outline=True,
+                tagged=True,
+                prefer_css_page_size=True,
+                display_header_footer=True,
+                header_template="<div></div>",
+                footer_template=FOOTER,
+            )
+        finally:
+            browser.close()
+    if refused:
+        raise SystemExit(f"the page asked for the network, which a PDF build must not: {refused}")
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("singlehtml", type=Path, help="the singlehtml build (_build/singlehtml)")
+    parser.add_argument("output", type=Path, help="folder for the PDF (_build/pdf)")
+    args = parser.parse_args(argv)
+    print(print_book(args.singlehtml, args.output))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
