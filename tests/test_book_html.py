@@ -6,7 +6,8 @@ downloaded). Every request that is not ``file://`` is blocked and fails the test
 that needs the network (a CDN script, font or image) cannot pass. Per page it checks: no failed
 request, no page error, no console error except the named harmless ones; MathJax typeset every
 formula and no raw ``\\(`` is left in the text; every image loaded; every widget rendered;
-every solution dropdown opens. A full-page screenshot of each page goes to _build/screenshots/.
+no code cell scrolls sideways; every solution dropdown opens. A full-page screenshot of each
+page goes to _build/screenshots/.
 
 Nothing is judged before the page has settled, and settling does not depend on timing: every
 widget view has rendered, every ``@font-face`` the page declares has been loaded on purpose
@@ -256,6 +257,14 @@ LOAD_ALL_FONTS = """async () => {
 }"""
 
 
+# Code cells wider than the text column (in the 1280 px window of _open): the longest line of
+# each. Notebook code is at most 88 columns (notebooks/ruff.toml), _static/code-cells.css
+# sizes the font so that 88 fit.
+CODE_SCROLLS = """() => Array.from(document.querySelectorAll('div.cell_input pre'))
+  .filter(pre => pre.scrollWidth > pre.clientWidth)
+  .map(pre => pre.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''))"""
+
+
 def _settle(page, problems: PageProblems) -> None:  # type: ignore[no-untyped-def]
     """Wait until the page is done: widgets rendered, every font loaded, no request in flight."""
     page.wait_for_function(WIDGETS_RENDERED, timeout=TIMEOUT_MS)
@@ -293,6 +302,8 @@ def check_page(browser, path: Path, screenshot: Path | None = None) -> None:  # 
         assert not broken_images, f"{name}: images that did not load: {broken_images}"
 
         _settle(page, problems)
+        wide = page.evaluate(CODE_SCROLLS)
+        assert not wide, f"{name}: code cells scroll sideways at 1280 px, longest lines: {wide}"
 
         dropdowns = page.locator(".admonition.dropdown")
         for index in range(dropdowns.count()):
