@@ -415,8 +415,8 @@ def plot_mask(
         _labels(col_tokens, m.shape[1], "col_tokens"),
         _labels(row_tokens, m.shape[0], "row_tokens"),
     )
-    if xs is not None:
-        ax.set_xticks(range(len(xs)), xs)
+    if xs is not None:  # upright labels such as <pad> would overlap their neighbours
+        ax.set_xticks(range(len(xs)), xs, rotation=90 if max(map(len, xs), default=0) > 2 else 0)
     if ys is not None:
         ax.set_yticks(range(len(ys)), ys)
     ax.set_xlabel("key")

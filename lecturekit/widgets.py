@@ -29,7 +29,9 @@ _TOOLTIP = "tooltip" if int(widgets.__version__.split(".")[0]) >= 8 else "descri
 def _explorer(controls: dict[str, widgets.Widget], draw: Callable[[], Figure]) -> widgets.VBox:
     """Wire ``controls`` to redraw with ``draw()`` into an output area; return the box."""
     output = widgets.Output()
-    box = widgets.VBox([widgets.HBox(list(controls.values())), output])
+    # wrap the controls onto a second row in a narrow notebook instead of cutting them off
+    row = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+    box = widgets.VBox([row, output])
     box.controls = controls
 
     def redraw(_change: Any = None) -> None:
@@ -116,6 +118,12 @@ def explore_attention(
 # sampling
 # ---------------------------------------------------------------------------------------------
 
+# The figure titles print the values in the format the sliders' readouts use (fixed-point
+# formats read the same in Python and in the widgets' d3-format), so a title says T=1.78 when
+# the slider shows 1.78.
+TEMPERATURE_FORMAT = ".2f"
+TOP_P_FORMAT = ".2f"
+
 DEFAULT_SAMPLING_SETTINGS: tuple[dict[str, Any], ...] = (
     {"temperature": 0.5},
     {"temperature": 2.0},
@@ -146,11 +154,11 @@ def sampling_distribution(
 def _setting_label(
     temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
 ) -> str:
-    parts = [f"T={temperature:g}"]
+    parts = [f"T={temperature:{TEMPERATURE_FORMAT}}"]
     if top_k:
         parts.append(f"top-k={top_k}")
     if top_p is not None and top_p < 1.0:
-        parts.append(f"top-p={top_p:g}")
+        parts.append(f"top-p={top_p:{TOP_P_FORMAT}}")
     return ", ".join(parts)
 
 
@@ -186,12 +194,30 @@ def explore_sampling(
         return fig
     controls = {
         "temperature": widgets.FloatLogSlider(
-            value=1.0, base=10, min=-1, max=0.7, step=0.05, description="温度 T"
+            value=1.0,
+            base=10,
+            min=-1,
+            max=0.7,
+            step=0.05,
+            description="温度 T",
+            readout_format=TEMPERATURE_FORMAT,
         ),
         "top_k": widgets.IntSlider(
-            value=0, min=0, max=vocab_size, description="top-k", **{_TOOLTIP: "0 = 不限制"}
+            value=0,
+            min=0,
+            max=vocab_size,
+            description="top-k（0 = 不限）",
+            style={"description_width": "initial"},
+            **{_TOOLTIP: "0 = 不限制"},
         ),
-        "top_p": widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p"),
+        "top_p": widgets.FloatSlider(
+            value=1.0,
+            min=0.05,
+            max=1.0,
+            step=0.05,
+            description="top-p",
+            readout_format=TOP_P_FORMAT,
+        ),
     }
 
     def draw() -> Figure:
@@ -265,7 +291,9 @@ def explore_masks(
         return draw_all(n_padding, None)
     controls = {
         "kind": widgets.ToggleButtons(
-            options=[(title, name) for name, title in _MASK_TITLES.items()], value="combined"
+            options=[(title, name) for name, title in _MASK_TITLES.items()],
+            value="combined",
+            style={"button_width": "auto"},  # the default width cuts "因果掩码 (causal mask)"
         ),
         "n_padding": widgets.IntSlider(
             value=min(n_padding, len(base) - 1), min=0, max=len(base) - 1, description="填充个数"

@@ -57,7 +57,21 @@ def test_explore_sampling(capsys):
     assert heights[4:] == pytest.approx([1.0, 0.0, 0.0, 0.0])
     fig = W.explore_sampling(logits, ["猫", "狗", "鱼", "鸟"], static=True)
     assert len(fig.axes) == len(W.DEFAULT_SAMPLING_SETTINGS)
-    assert fig.axes[2].get_title() == "T=1, top-k=3"
+    assert fig.axes[2].get_title() == "T=1.00, top-k=3"
+    assert "0 = 不限" in box.controls["top_k"].description  # not only in a tooltip
+
+
+def test_explore_sampling_title_shows_what_the_sliders_show(capsys):
+    box = W.explore_sampling(torch.tensor([2.0, 1.0, 0.5, -1.0]))
+    temperature, top_p = box.controls["temperature"], box.controls["top_p"]
+    # the readouts format with d3-format, which reads fixed-point formats as Python does
+    assert temperature.readout_format == W.TEMPERATURE_FORMAT == ".2f"
+    assert top_p.readout_format == W.TOP_P_FORMAT == ".2f"
+    temperature.value = 10**0.25  # what the slider holds at this step: 1.7782794...
+    top_p.value = 0.1 + 0.05 * 15  # 0.8500000000000001, as float steps land
+    assert box.figure.axes[0].get_title() == "T=1.78, top-p=0.85"
+    temperature.value = 1.0
+    assert box.figure.axes[0].get_title() == "T=1.00, top-p=0.85"
 
 
 def test_masks(capsys):
@@ -70,7 +84,11 @@ def test_masks(capsys):
     box.controls["kind"].value = "padding"
     texts = [t.get_text() for t in box.figure.axes[0].texts]
     assert texts.count("×") == 4 * 2
-    assert [t.get_text() for t in box.figure.axes[0].get_xticklabels()][-2:] == ["<pad>", "<pad>"]
+    ticks = box.figure.axes[0].get_xticklabels()
+    assert [t.get_text() for t in ticks][-2:] == ["<pad>", "<pad>"]
+    # side by side, upright "<pad>" labels overlap: they are turned
+    assert {t.get_rotation() for t in ticks} == {90.0}
+    assert box.controls["kind"].style.button_width == "auto"  # full labels, not "因果掩码 (…"
     fig = W.explore_masks(static=True)
     assert len(fig.axes) == 3
     with pytest.raises(ValueError, match="n_padding"):
