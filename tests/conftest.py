@@ -8,6 +8,9 @@ and drive it with a browser (``--run-lab``, the same step).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 
@@ -36,6 +39,21 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's headless Chromium driven by Playwright, for the tests marked ``book``."""
+    from playwright.sync_api import sync_playwright
+    from test_book_html import CHROMIUM, CHROMIUM_FLAGS
+
+    assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: make test installs Debian's chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        yield browser
+        browser.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
