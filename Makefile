@@ -158,9 +158,9 @@ book-strict: setup
 	@$(MAKE) --no-print-directory book
 
 browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
-	@echo "==> [7/8] browser test: every built page offline, search, a notebook in live JupyterLab"
-	$(PY) -m pytest tests/test_book_html.py tests/test_lab.py --run-book --run-lab -q \
-		-p no:cacheprovider
+	@echo "==> [7/8] browser test: every built page offline, self-test answers, search, live JupyterLab"
+	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_lab.py \
+		--run-book --run-lab -q -p no:cacheprovider
 
 pdf-check: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [8/8] PDF: make pdf, then check pages, fonts, titles, bookmarks, figures, math"

@@ -43,7 +43,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    """Debian's headless Chromium driven by Playwright, for the tests marked ``book``."""
+    """Debian's headless Chromium driven by Playwright, one per session: the book and lab tests."""
     from playwright.sync_api import sync_playwright
     from test_book_html import CHROMIUM, CHROMIUM_FLAGS
 

@@ -31,7 +31,6 @@ pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "00_setup.ipynb"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 START_TIMEOUT_S = 60
 TIMEOUT_MS = 40_000
 # Console errors known to be harmless, each with the reason it is allowed.
@@ -136,87 +135,81 @@ def _menu(page, menu: str, item: str) -> None:  # type: ignore[no-untyped-def]
     page.get_by_role("menuitem", name=item, exact=True).click()
 
 
-def test_lab_runs_a_chapter_and_its_slider_redraws_the_figure(lab_server) -> None:  # type: ignore[no-untyped-def]
-    from playwright.sync_api import sync_playwright
-
+def test_lab_runs_a_chapter_and_its_slider_redraws_the_figure(lab_server, browser) -> None:  # type: ignore[no-untyped-def]
+    # The session's one Chromium (tests/conftest.py): Playwright's sync API refuses a second
+    # driver while the book tests' browser is still open in the same pytest run.
     url, home = lab_server
-    assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: make test installs Debian's chromium"
     blocked: list[str] = []
     errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def route(route) -> None:  # type: ignore[no-untyped-def]
+        if route.request.url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:", "data:")):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(f"console: {message.text}")
+            if message.type == "error"
+            and not any(known in message.text for known in HARMLESS_CONSOLE_ERRORS)
+            else None
+        ),
+    )
+    try:
+        page.goto(url, timeout=TIMEOUT_MS)
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=TIMEOUT_MS)
+        # the kernel has started and the widget manager is connected to it
+        page.locator(".jp-StatusBar-Widget", has_text="| Idle").wait_for(timeout=TIMEOUT_MS)
+        # the committed outputs carry execution counts: clear them, so a count means a run
+        _menu(page, "Edit", "Clear Outputs of All Cells")
+        page.wait_for_function(f"() => !({ALL_CELLS_RAN})()", timeout=TIMEOUT_MS)
+        _menu(page, "Run", "Run All Cells")
+        page.wait_for_function(ALL_CELLS_RAN, timeout=TIMEOUT_MS)
+        slider = page.locator(".widget-vbox .widget-slider").first
+        slider.wait_for(timeout=TIMEOUT_MS)
+        page.wait_for_function(f"() => ({EXPLORER_STATE})().image !== null")
+        tracebacks = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
+        assert tracebacks.count() == 0, tracebacks.all_inner_texts()
+        before = page.evaluate(EXPLORER_STATE)
+        slider.scroll_into_view_if_needed()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "lab_before.png"))
+
+        # drag the handle of the first slider (temperature) most of the way to the right
+        handle = slider.locator(".noUi-handle, .ui-slider-handle").first
+        track = slider.locator(".noUi-target, .ui-slider").first
+        start, end = handle.bounding_box(), track.bounding_box()
+        assert start and end, "the slider has no box on screen"
+        y = start["y"] + start["height"] / 2
+        page.mouse.move(start["x"] + start["width"] / 2, y)
+        page.mouse.down()
+        page.mouse.move(end["x"] + 0.9 * end["width"], y)  # one move: one redraw
+        page.mouse.up()
+        page.wait_for_function(
+            f"(before) => {{ const now = ({EXPLORER_STATE})();"
+            " return now.image !== null && now.image !== before.image; }",
+            arg=before,
+            timeout=TIMEOUT_MS,
         )
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-
-        def route(route) -> None:  # type: ignore[no-untyped-def]
-            if route.request.url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:", "data:")):
-                route.continue_()
-            else:
-                blocked.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", route)
-        page = context.new_page()
-        page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
-        page.on(
-            "console",
-            lambda message: (
-                errors.append(f"console: {message.text}")
-                if message.type == "error"
-                and not any(known in message.text for known in HARMLESS_CONSOLE_ERRORS)
-                else None
-            ),
-        )
-        try:
-            page.goto(url, timeout=TIMEOUT_MS)
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=TIMEOUT_MS)
-            # the kernel has started and the widget manager is connected to it
-            page.locator(".jp-StatusBar-Widget", has_text="| Idle").wait_for(timeout=TIMEOUT_MS)
-            # the committed outputs carry execution counts: clear them, so a count means a run
-            _menu(page, "Edit", "Clear Outputs of All Cells")
-            page.wait_for_function(f"() => !({ALL_CELLS_RAN})()", timeout=TIMEOUT_MS)
-            _menu(page, "Run", "Run All Cells")
-            page.wait_for_function(ALL_CELLS_RAN, timeout=TIMEOUT_MS)
-            slider = page.locator(".widget-vbox .widget-slider").first
-            slider.wait_for(timeout=TIMEOUT_MS)
-            page.wait_for_function(f"() => ({EXPLORER_STATE})().image !== null")
-            tracebacks = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
-            assert tracebacks.count() == 0, tracebacks.all_inner_texts()
-            before = page.evaluate(EXPLORER_STATE)
-            slider.scroll_into_view_if_needed()
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "lab_before.png"))
-
-            # drag the handle of the first slider (temperature) most of the way to the right
-            handle = slider.locator(".noUi-handle, .ui-slider-handle").first
-            track = slider.locator(".noUi-target, .ui-slider").first
-            start, end = handle.bounding_box(), track.bounding_box()
-            assert start and end, "the slider has no box on screen"
-            y = start["y"] + start["height"] / 2
-            page.mouse.move(start["x"] + start["width"] / 2, y)
-            page.mouse.down()
-            page.mouse.move(end["x"] + 0.9 * end["width"], y)  # one move: one redraw
-            page.mouse.up()
-            page.wait_for_function(
-                f"(before) => {{ const now = ({EXPLORER_STATE})();"
-                " return now.image !== null && now.image !== before.image; }",
-                arg=before,
-                timeout=TIMEOUT_MS,
-            )
-            # every redraw the drag asked for is done
-            page.locator(".jp-StatusBar-Widget", has_text="| Idle").wait_for(timeout=TIMEOUT_MS)
-            after = page.evaluate(EXPLORER_STATE)
-            page.screenshot(path=str(SCREENSHOTS / "lab_after.png"))
-            assert after["readouts"][0] != before["readouts"][0], (before, after)
-            assert after["image"] != before["image"]
-            assert tracebacks.count() == 0, tracebacks.all_inner_texts()
-        except Exception:
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "lab_failure.png"), full_page=True)
-            raise
-        finally:
-            context.close()
-            browser.close()
+        # every redraw the drag asked for is done
+        page.locator(".jp-StatusBar-Widget", has_text="| Idle").wait_for(timeout=TIMEOUT_MS)
+        after = page.evaluate(EXPLORER_STATE)
+        page.screenshot(path=str(SCREENSHOTS / "lab_after.png"))
+        assert after["readouts"][0] != before["readouts"][0], (before, after)
+        assert after["image"] != before["image"]
+        assert tracebacks.count() == 0, tracebacks.all_inner_texts()
+    except Exception:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "lab_failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()
     assert not blocked, f"requests that left 127.0.0.1: {blocked}"
     assert not errors, "\n".join(errors)
