@@ -1,7 +1,8 @@
 """The self-tests in the built book: numbered per chapter, each answer folded until clicked.
 
 The same checks as the notebooks' view in JupyterLab (test_notebook_view.py), run on the HTML
-the book build wrote, plus a browser that opens every answer. Marked ``book``: run by
+the book build wrote, plus a browser that opens every answer (screenshots of each chapter's
+first self-test, closed and opened: ``_build/screenshots/book_selftest_*``). Marked ``book``: run by
 ``make test`` after the strict build (``pytest tests/test_book_selftests.py --run-book``).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_book_html import HTML, TIMEOUT_MS, _open, _page_id
+from test_book_html import HTML, SCREENSHOTS, TIMEOUT_MS, _open, _page_id
 from test_notebook_view import chapter_label, self_tests
 
 pytestmark = pytest.mark.book
@@ -46,6 +47,12 @@ ANSWERS = """() => Array.from(document.querySelectorAll('article.bd-article deta
 })"""
 
 
+def _screenshot(page, path: Path, state: str) -> None:  # type: ignore[no-untyped-def]
+    """The viewport around the first self-test, for a reader to compare with JupyterLab's."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"book_selftest_{path.stem}_{state}.png"))
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
 def test_answers_open_on_click(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
     context, page, problems = _open(browser, path)
@@ -62,8 +69,13 @@ def test_answers_open_on_click(browser, path: Path) -> None:  # type: ignore[no-
         shown = [a["summary"] for a in before if a["open"] or a["visible"]]
         assert not shown, f"{name}: answers visible before they are opened: {shown}"
         summaries = page.locator(f"{ARTICLE} details > summary")
+        first = page.locator(f"{ARTICLE} details").first
+        first.scroll_into_view_if_needed()
+        _screenshot(page, path, "closed")
         for index in range(summaries.count()):
             summaries.nth(index).click()
+        first.scroll_into_view_if_needed()
+        _screenshot(page, path, "open")
         after = page.evaluate(ANSWERS)
         closed = [a["summary"] for a in after if not (a["open"] and a["visible"])]
         assert not closed, f"{name}: answers that did not open on a click: {closed}"

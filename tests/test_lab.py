@@ -5,9 +5,10 @@ otherwise. It does what ``make lab`` lets a reader do, headless: starts the Jupy
 the project's environment on 127.0.0.1 (a free port, a random token, settings and workspaces
 in a temporary folder), opens a copy of ``notebooks/00_setup.ipynb`` in Debian's Chromium
 through Playwright, runs all cells from the Run menu, drags the temperature slider of the
-sampling explorer and asserts that the figure and the readout below it change. No request
-may leave 127.0.0.1, no console or page error may appear, no cell may fail. Screenshots
-before and after the drag go to ``_build/screenshots/lab_*.png``.
+sampling explorer and asserts that the figure and the readout below it change, then opens
+the first self-test's folded answer with a click. No request may leave 127.0.0.1, no console
+or page error may appear, no cell may fail. Screenshots before and after the drag, and of the
+self-test closed and opened, go to ``_build/screenshots/lab_*.png``.
 """
 
 from __future__ import annotations
@@ -135,6 +136,26 @@ def _menu(page, menu: str, item: str) -> None:  # type: ignore[no-untyped-def]
     page.get_by_role("menuitem", name=item, exact=True).click()
 
 
+SELF_TEST = """() => {
+  const d = document.querySelector('.jp-RenderedMarkdown details');
+  const body = Array.from(d.children).filter(e => e.tagName !== 'SUMMARY');
+  return {open: d.open, visible: body.some(e => e.checkVisibility()),
+          summary: d.querySelector('summary').textContent};
+}"""
+
+
+def _open_first_self_test(page) -> None:  # type: ignore[no-untyped-def]
+    """The reader's view of a self-test in JupyterLab: answer folded, then opened by a click."""
+    summary = page.locator(".jp-RenderedMarkdown details > summary").first
+    summary.scroll_into_view_if_needed()
+    closed = page.evaluate(SELF_TEST)
+    page.screenshot(path=str(SCREENSHOTS / "lab_selftest_closed.png"))
+    assert not closed["open"] and not closed["visible"], f"answer shown before a click: {closed}"
+    summary.click()
+    page.wait_for_function(f"() => ({SELF_TEST})().visible", timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "lab_selftest_open.png"))
+
+
 def test_lab_runs_a_chapter_and_its_slider_redraws_the_figure(lab_server, browser) -> None:  # type: ignore[no-untyped-def]
     # The session's one Chromium (tests/conftest.py): Playwright's sync API refuses a second
     # driver while the book tests' browser is still open in the same pytest run.
@@ -205,6 +226,7 @@ def test_lab_runs_a_chapter_and_its_slider_redraws_the_figure(lab_server, browse
         assert after["readouts"][0] != before["readouts"][0], (before, after)
         assert after["image"] != before["image"]
         assert tracebacks.count() == 0, tracebacks.all_inner_texts()
+        _open_first_self_test(page)
     except Exception:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "lab_failure.png"), full_page=True)
