@@ -26,9 +26,9 @@ import torch
 
 from lecturekit.data import make_task
 from lecturekit.decoding import greedy
-from lecturekit.metrics import corpus_bleu
 from lecturekit.model import Transformer
 from lecturekit.training import evaluate, fit, small_config, small_train_config
+from lecturekit.training.metrics import corpus_bleu
 
 TARGET = 0.99
 # training continues a little past TARGET so that the final test exact match, measured on

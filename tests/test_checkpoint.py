@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from lecturekit.checkpoint import load_checkpoint, save_checkpoint
+from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
 
 
 def make_model(seed: int = 0, **overrides):

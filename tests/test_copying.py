@@ -1,11 +1,11 @@
-"""Tests for lecturekit.copying: pointer-generator mixture, guided attention, toy model."""
+"""Tests for lecturekit.chapters.ch06_copy: pointer-generator mixture, guided attention, toy model."""
 
 import math
 
 import pytest
 import torch
 
-from lecturekit.copying import (
+from lecturekit.chapters.ch06_copy import (
     GREETING_VOCAB,
     AttentionToySeq2Seq,
     copy_distribution,

@@ -4,13 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from lecturekit.experiments import (
+from lecturekit.chapters.ch02_scaling import softmax_saturation
+from lecturekit.chapters.ch03_stacks import (
     SequenceTagger,
     deep_mlp_stack,
     make_regression_data,
     make_reversal_batch,
     per_layer_grad_norms,
-    softmax_saturation,
     train_regression,
     train_sequence_stack,
 )

@@ -1,4 +1,4 @@
-"""Tests for lecturekit.exposure: teacher-forced vs free-running errors."""
+"""Tests for lecturekit.chapters.ch06_exposure: teacher-forced vs free-running errors."""
 
 import math
 
@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from lecturekit import Transformer, TransformerConfig
-from lecturekit.decoding import greedy
-from lecturekit.exposure import (
+from lecturekit.chapters.ch06_exposure import (
     error_after_mistake,
     exposure_report,
     free_running_predictions,
     teacher_forced_predictions,
 )
+from lecturekit.decoding import greedy
 
 
 def _brute_force_split(pred, gold, pad):

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lecturekit import Transformer, TransformerConfig
-from lecturekit.checkpoint import load_checkpoint, save_checkpoint
 from lecturekit.data import TASKS, make_task
 from lecturekit.decoding import beam_search, greedy, sample
 from lecturekit.training import TrainConfig, fit
+from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from lecturekit import causal_mask
-from lecturekit.interop import EncoderDecoder, from_torch, to_torch
+from lecturekit.model.interop import EncoderDecoder, from_torch, to_torch
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask"),

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from lecturekit import causal_mask, padding_mask
-from lecturekit.masks import fully_masked_rows, merge_masks
+from lecturekit.model.masks import fully_masked_rows, merge_masks
 
 
 def test_causal_mask_matches_torch():

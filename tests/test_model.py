@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from lecturekit import Transformer, TransformerConfig, causal_mask
-from lecturekit.interop import EncoderDecoder, to_torch
+from lecturekit.model.interop import EncoderDecoder, to_torch
 
 
 def small_config(**overrides):

@@ -1,12 +1,14 @@
 """Packaging of lecturekit: cheap silent import, lazy exports, a buildable wheel, and
-lecturekit.environment's report checked against independent sources."""
+lecturekit.book.environment's report checked against independent sources."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import io
 import json
 import os
+import pkgutil
 import platform
 import re
 import subprocess
@@ -17,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import lecturekit
-from lecturekit import environment
+from lecturekit import _lazy
+from lecturekit.book import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,13 +59,84 @@ def test_version_matches_metadata_and_pyproject() -> None:
     assert importlib.metadata.version("lecturekit") == lecturekit.__version__
 
 
-def test_every_export_resolves() -> None:
-    for name, module in lecturekit._EXPORTS.items():
-        value = getattr(lecturekit, name)
-        assert value.__module__.startswith("lecturekit"), (
-            f"lecturekit.{name} should come from {module}, got {value.__module__}"
-        )
-    assert set(lecturekit._EXPORTS) <= set(dir(lecturekit))
+def _packages() -> list[str]:
+    """Every package of lecturekit, found on disk (not from a list)."""
+    found = pkgutil.walk_packages(lecturekit.__path__, prefix="lecturekit.")
+    return ["lecturekit"] + sorted(m.name for m in found if m.ispkg)
+
+
+def _modules(package: str) -> list[str]:
+    module = importlib.import_module(package)
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(module.__path__)
+        if not m.name.startswith("_") and m.name != "__main__"
+    )
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_submodule_is_reachable_by_attribute(package: str) -> None:
+    module = importlib.import_module(package)
+    lazy = vars(module).get("__getattr__")
+    assert lazy is not None, f"{package} resolves no submodule by attribute access"
+    for name in _modules(package):
+        # call the package's own resolver: an attribute set by an earlier import cannot hide
+        # a submodule it does not know
+        assert lazy(name) is importlib.import_module(f"{package}.{name}"), f"{package}.{name}"
+        assert name in dir(module)
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_public_name_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    names = module.__all__
+    assert names, f"{package} exports nothing"
+    for name in names:
+        value = getattr(module, name)
+        origin = getattr(value, "__module__", None) or "lecturekit"
+        assert origin.startswith(("lecturekit", "typing")), f"{package}.{name} from {origin}"
+        assert name in dir(module)
+    clash = set(names) & set(_modules(package))
+    assert not clash, f"{package}: names that are also submodules: {sorted(clash)}"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [p for p in _packages() if p not in ("lecturekit.exercises", "lecturekit.kernels")],
+)
+def test_module_all_lists_what_the_module_defines(package: str) -> None:
+    """The static __all__ the lazy loader reads is the module's real __all__, and complete."""
+    for name in _modules(package):
+        path = Path(importlib.import_module(package).__path__[0]) / f"{name}.py"
+        if not path.is_file():
+            continue  # a subpackage: checked on its own
+        module = importlib.import_module(f"{package}.{name}")
+        assert _lazy.static_all(path) == list(module.__all__), f"{package}.{name}"
+        for public in module.__all__:
+            assert hasattr(module, public), f"{package}.{name}.{public}"
+
+
+def test_top_level_convenience_names() -> None:
+    from lecturekit.decoding.search import greedy
+    from lecturekit.model.transformer import Transformer
+    from lecturekit.training.loop import fit
+
+    assert lecturekit.Transformer is Transformer
+    assert lecturekit.fit is fit and lecturekit.greedy is greedy
+    assert {"Transformer", "TransformerConfig", "fit", "greedy", "make_task"} <= set(
+        lecturekit.__all__
+    )
+
+
+def test_a_name_exported_twice_is_an_error(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "twice"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text('__all__ = ["f"]\ndef f(): pass\n')
+    (package / "b.py").write_text('__all__ = ["f"]\ndef f(): pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="exported by both"):
+        _lazy.exports("twice")
 
 
 def test_unknown_attribute_raises_attribute_error() -> None:
@@ -91,7 +165,12 @@ def test_wheel_builds_and_holds_the_package(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("lecturekit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "lecturekit/__init__.py" in names
-    assert "lecturekit/environment.py" in names
+    on_disk = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "lecturekit").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert on_disk <= names, sorted(on_disk - names)  # every module of every subpackage
     assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names), sorted(names)
     metadata = (
         zipfile.ZipFile(wheel)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from lecturekit import plotting as P
+from lecturekit.book import plotting as P
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from torch.utils.data import DataLoader, Sampler
 
 from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
+__all__ = ["Batch", "pad_sequences", "collate", "BucketBatchSampler", "make_loader"]
+
 IdPair = tuple[Sequence[int], Sequence[int]]
 
 

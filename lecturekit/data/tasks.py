@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from lecturekit.data.vocab import CharVocab, Vocab, WordVocab
 
+__all__ = ["TASKS", "TaskSpec", "TaskData", "list_tasks", "make_task", "number_to_chinese"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from torch.utils.data import DataLoader
 

@@ -22,6 +22,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+__all__ = [
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "SPECIAL_TOKENS",
+    "Vocab",
+    "CharVocab",
+    "WordVocab",
+]
+
 PAD_ID = 0
 BOS_ID = 1
 EOS_ID = 2

@@ -18,8 +18,10 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit.attention import MultiHeadAttention
-from lecturekit.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from lecturekit.model.attention import MultiHeadAttention
+from lecturekit.model.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+
+__all__ = ["EncoderDecoder", "from_torch", "to_torch"]
 
 # (torch name, lecturekit name) of state-dict key parts that differ; every other part is equal
 _NAME_PAIRS = [

@@ -12,6 +12,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+__all__ = [
+    "ATTENTION_BACKENDS",
+    "LAYERNORM_BACKENDS",
+    "ACTIVATIONS",
+    "POSITIONAL_ENCODINGS",
+    "TransformerConfig",
+]
+
 ATTENTION_BACKENDS = ("math", "sdpa", "triton")
 LAYERNORM_BACKENDS = ("torch", "triton")
 ACTIVATIONS = ("relu", "gelu")

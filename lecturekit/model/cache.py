@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+__all__ = ["LayerKVCache", "KVCache"]
+
 
 @dataclass
 class LayerKVCache:

@@ -1,12 +1,13 @@
 """Training a Transformer with teacher forcing (slides p44-p46), readable in one sitting.
 
 ``fit(model, train, valid, TrainConfig(...))`` runs the loop of the paper (Vaswani et al.,
-2017, section 5): teacher forcing, label-smoothed cross-entropy over the non-padding tokens,
-Adam with betas (0.9, 0.98) and eps 1e-9, the warmup / inverse-square-root learning rate
-(:func:`noam_lr`, or a constant one), gradient clipping. It returns a :class:`History` that one
-call plots. Under ``torchrun`` the same call trains with DistributedDataParallel
-(:mod:`lecturekit.distributed`); with ``TrainConfig(scheduled_sampling=...)`` it trains with
-scheduled sampling (:mod:`lecturekit.scheduled_sampling`).
+2017, section 5): teacher forcing, label-smoothed cross-entropy over the non-padding tokens
+(:mod:`lecturekit.training.losses`), Adam with betas (0.9, 0.98) and eps 1e-9, the warmup /
+inverse-square-root learning rate (:mod:`lecturekit.training.schedules`), gradient clipping.
+It returns a :class:`History` that one call plots. Under ``torchrun`` the same call trains
+with DistributedDataParallel (:mod:`lecturekit.training.distributed`); with
+``TrainConfig(scheduled_sampling=...)`` it trains with scheduled sampling
+(:mod:`lecturekit.training.scheduled_sampling`).
 """
 
 from __future__ import annotations
@@ -18,226 +19,25 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from lecturekit import distributed
-from lecturekit.scheduled_sampling import ScheduledSampling, mix_decoder_inputs
-from lecturekit.training_checks import (
+from lecturekit.training import distributed
+from lecturekit.training.checks import (
     check_batch_ids,
     check_decode_length,
     check_finite,
     check_pairs,
-    check_train_config,
     clip_and_measure,
     optimizer_step,
     parameter_norm,
 )
+from lecturekit.training.config import TrainConfig
+from lecturekit.training.evaluation import evaluate
+from lecturekit.training.losses import label_smoothed_nll
+from lecturekit.training.scheduled_sampling import mix_decoder_inputs
+from lecturekit.training.schedules import learning_rate
 
-__all__ = [
-    "TrainConfig",
-    "History",
-    "fit",
-    "evaluate",
-    "label_smoothed_nll",
-    "noam_lr",
-    "constant_lr",
-    "learning_rate",
-    "small_config",
-    "small_train_config",
-]
-
-
-# --------------------------------------------------------------------------------------
-# Loss
-# --------------------------------------------------------------------------------------
-
-
-def label_smoothed_nll(
-    logits: Tensor,
-    target: Tensor,
-    smoothing: float = 0.1,
-    ignore_index: int | None = 0,
-    reduction: str = "mean",
-) -> Tensor:
-    """Cross-entropy against a label-smoothed target distribution, ignoring padding (p46).
-
-    The target puts ``1 - smoothing`` on the gold token and spreads ``smoothing`` uniformly
-    over all ``V`` tokens (the gold one included), exactly like
-    ``F.cross_entropy(..., label_smoothing=smoothing)``::
-
-        loss_t = (1 - smoothing) * (-log p(y_t)) + smoothing * mean_v(-log p(v))
-
-    Args:
-        logits: ``(..., V)`` unnormalised scores.
-        target: ``(...)`` gold ids; positions equal to ``ignore_index`` (padding) count for
-            nothing.
-        smoothing: in ``[0, 1)``; the paper uses 0.1.
-        reduction: ``"mean"`` over the counted tokens, ``"sum"``, or ``"none"`` (zeros at
-            ignored positions).
-    """
-    if logits.shape[:-1] != target.shape:
-        raise ValueError(
-            f"logits/target: expected logits (..., V) with ... = target.shape, got "
-            f"{tuple(logits.shape)} and {tuple(target.shape)}"
-        )
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing: expected a value in [0, 1), got {smoothing}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction: expected 'mean', 'sum' or 'none', got {reduction!r}")
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
-    keep = torch.ones_like(target, dtype=torch.bool)
-    if ignore_index is not None:
-        keep = target != ignore_index
-    safe_target = torch.where(keep, target, torch.zeros_like(target))
-    nll = -log_probs.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)
-    uniform = -log_probs.mean(dim=-1)
-    loss = ((1.0 - smoothing) * nll + smoothing * uniform) * keep
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / keep.sum().clamp(min=1)
-
-
-# --------------------------------------------------------------------------------------
-# Learning-rate schedules
-# --------------------------------------------------------------------------------------
-
-
-def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
-    """The paper's schedule: ``factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
-
-    It rises linearly for ``warmup_steps`` steps, peaks at
-    ``factor * (d_model * warmup_steps) ** -0.5`` and then decays as ``1 / sqrt(step)``.
-    ``step`` counts from 1 (the first optimiser step).
-    """
-    if step < 1:
-        raise ValueError(f"step: expected >= 1 (steps count from 1), got {step}")
-    if warmup_steps < 1 or d_model < 1:
-        raise ValueError(f"warmup_steps, d_model: expected >= 1, got {warmup_steps}, {d_model}")
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
-
-
-def constant_lr(step: int, lr: float) -> float:
-    """A constant learning rate (the schedule to compare warmup against)."""
-    if step < 1:
-        raise ValueError(f"step: expected >= 1 (steps count from 1), got {step}")
-    return lr
-
-
-# --------------------------------------------------------------------------------------
-# Configuration and history
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainConfig:
-    """Everything :func:`fit` needs besides the model and the data.
-
-    Attributes:
-        epochs: passes over the training data (ignored when ``max_steps`` is set; training
-            stops earlier at ``max_seconds`` or ``target_exact_match``).
-        batch_size: sentences per optimiser step (the *global* batch under torchrun);
-            used when ``train`` is a list of pairs or a ``TaskData``.
-        schedule: ``"noam"`` (warmup then inverse square root, :func:`noam_lr`) or
-            ``"constant"``.
-        lr: the constant learning rate (``schedule="constant"``).
-        lr_factor, warmup_steps: the ``"noam"`` schedule's ``factor`` and warmup.
-        betas, adam_eps, weight_decay: Adam settings (the paper's 0.9, 0.98, 1e-9).
-        label_smoothing: the paper's 0.1.
-        clip_grad_norm: max gradient norm (None = no clipping).
-        seed: seeds data order and dropout; same seed, same machine: same losses.
-        max_steps: train for exactly this many optimiser steps, as many epochs as needed
-            (None = ``epochs`` epochs).
-        max_seconds: stop after this many seconds of training (None = no limit).
-        target_exact_match: stop once validation exact match reaches it (None = never).
-        eval_every: evaluate on ``valid`` every this many steps (None = once per epoch);
-            training always ends with an evaluation.
-        valid_decode_max_len: greedy-decoding length for exact match (None = longest
-            validation target + 2).
-        scheduled_sampling: a :class:`ScheduledSampling` to train with scheduled sampling.
-        progress: show a tqdm progress bar (``tqdm.auto``: a widget in notebooks);
-            False = quiet.
-        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
-    """
-
-    epochs: int = 10
-    batch_size: int = 64
-    schedule: str = "noam"
-    lr: float = 1e-3
-    lr_factor: float = 1.0
-    warmup_steps: int = 400
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-9
-    weight_decay: float = 0.0
-    label_smoothing: float = 0.1
-    clip_grad_norm: float | None = 1.0
-    seed: int = 0
-    max_steps: int | None = None
-    max_seconds: float | None = None
-    target_exact_match: float | None = None
-    eval_every: int | None = None
-    valid_decode_max_len: int | None = None
-    scheduled_sampling: ScheduledSampling | None = None
-    progress: bool = True
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        check_train_config(self)  # every field's type and range, with the fix in the message
-        if isinstance(self.scheduled_sampling, dict):
-            self.scheduled_sampling = ScheduledSampling(**self.scheduled_sampling)
-        if not isinstance(self.scheduled_sampling, (ScheduledSampling, type(None))):
-            raise TypeError(
-                "scheduled_sampling must be a ScheduledSampling, a dict of its fields or None, "
-                f"got {type(self.scheduled_sampling).__name__}"
-            )
-        self.betas = tuple(self.betas)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python form (for checkpoints)."""
-        return asdict(self)
-
-
-def learning_rate(step: int, config: TrainConfig, d_model: int) -> float:
-    """The learning rate of optimiser step ``step`` (from 1) under ``config``."""
-    if config.schedule == "noam":
-        return noam_lr(step, d_model, config.warmup_steps, config.lr_factor)
-    return constant_lr(step, config.lr)
-
-
-def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> Any:
-    """The default small Transformer for the toy tasks (trains in about a minute on 2 CPU
-    cores; tuned with ``benchmarks/toy_task.py``): d_model 64, 4 heads, d_ff 128, 2 encoder
-    and 2 decoder layers, no dropout, Post-LN as in the paper. ``overrides`` replace fields.
-    """
-    from lecturekit.config import TransformerConfig
-
-    fields_ = dict(
-        d_model=64,
-        n_heads=4,
-        d_ff=128,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        dropout=0.0,
-        max_len=64,
-    )
-    fields_.update(overrides)
-    return TransformerConfig(src_vocab_size, tgt_vocab_size, **fields_)
-
-
-def small_train_config(**overrides: Any) -> TrainConfig:
-    """The :class:`TrainConfig` that goes with :func:`small_config` (``overrides`` replace
-    fields): batch 128, warmup 100 steps, ``lr_factor`` 0.5 (peak learning rate about
-    0.006 for d_model 64), the paper's label smoothing 0.1."""
-    fields_: dict[str, Any] = dict(
-        epochs=30,
-        batch_size=128,
-        schedule="noam",
-        warmup_steps=100,
-        lr_factor=0.5,
-    )
-    fields_.update(overrides)
-    return TrainConfig(**fields_)
+__all__ = ["History", "fit"]
 
 
 @dataclass
@@ -267,10 +67,10 @@ class History:
     def plot(self, smooth: int = 20) -> Any:
         """Loss, accuracy / exact match and learning-rate curves in one figure; returns it.
 
-        Same as ``lecturekit.plotting.plot_history(history, ...)`` with the curves below.
+        Same as ``lecturekit.book.plotting.plot_history(history, ...)`` with the curves below.
         ``smooth``: moving-average window for the per-step training curves.
         """
-        from lecturekit.plotting import plot_history
+        from lecturekit.book.plotting import plot_history
 
         keys = ["loss", "valid_loss", "token_accuracy", "valid_token_accuracy"]
         keys += ["valid_exact_match", "lr"]
@@ -346,78 +146,6 @@ def _resolve_device(config: TrainConfig) -> torch.device:
     return torch.device(config.device)
 
 
-def _until_eos(tokens: Tensor, eos_id: int) -> list[list[int] | None]:
-    """Each row's ids before its first EOS; None for a row without EOS (never stopped)."""
-    rows: list[list[int] | None] = []
-    for row in tokens.tolist():
-        rows.append(row[: row.index(eos_id)] if eos_id in row else None)
-    return rows
-
-
-# --------------------------------------------------------------------------------------
-# Evaluation
-# --------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    data: Iterable[Any],
-    label_smoothing: float = 0.0,
-    decode_max_len: int | None = None,
-) -> dict[str, float]:
-    """Teacher-forced loss and token accuracy, and greedy-decoding exact match, over ``data``.
-
-    Args:
-        model: a :class:`lecturekit.Transformer`.
-        data: an iterable of ``lecturekit.data.Batch``.
-        label_smoothing: smoothing of the reported loss (0 = plain cross-entropy).
-        decode_max_len: greedy decoding length (None: the batch's target length + 2, at
-            most the model's ``max_len`` with learned positions).
-
-    Returns:
-        ``{"loss", "token_accuracy", "exact_match"}``; exact match compares the greedy output
-        up to its EOS with the gold target (lecture p46's evaluation by whole sentence).
-    """
-    from lecturekit.decoding import greedy
-
-    cfg = model.config
-    check_decode_length(decode_max_len, cfg)
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    loss_sum, correct, tokens, exact, sentences = 0.0, 0, 0, 0, 0
-    try:
-        for batch in data:
-            batch = batch.to(device)
-            logits = model(batch.src, batch.tgt_in)
-            loss_sum += float(
-                label_smoothed_nll(
-                    logits, batch.tgt_out, label_smoothing, cfg.pad_id, reduction="sum"
-                )
-            )
-            keep = batch.tgt_out != cfg.pad_id
-            correct += int(((logits.argmax(-1) == batch.tgt_out) & keep).sum())
-            tokens += int(keep.sum())
-            max_len = decode_max_len or batch.tgt_out.shape[1] + 2
-            if cfg.positional == "learned":  # positions stop there; +2 is only slack
-                max_len = min(max_len, cfg.max_len)
-            out = greedy(model, batch.src, max_len, src_key_padding_mask=batch.src_padding_mask)
-            gold = _until_eos(batch.tgt_out, cfg.eos_id)
-            for pred, ref in zip(_until_eos(out, cfg.eos_id), gold, strict=True):
-                exact += pred == ref
-            sentences += len(gold)
-    finally:
-        model.train(was_training)
-    if sentences == 0:
-        raise ValueError("data: no batches to evaluate")
-    return {
-        "loss": loss_sum / max(tokens, 1),
-        "token_accuracy": correct / max(tokens, 1),
-        "exact_match": exact / sentences,
-    }
-
-
 # --------------------------------------------------------------------------------------
 # The training loop
 # --------------------------------------------------------------------------------------
@@ -450,7 +178,7 @@ def fit(
     DistributedDataParallel and each process trains on its share of every global batch; the
     loss is normalised by the global token count so the update equals a one-process step.
 
-    Safeguards (:mod:`lecturekit.training_checks`): pairs are batched with the model's
+    Safeguards (:mod:`lecturekit.training.checks`): pairs are batched with the model's
     ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
     positions before training; a one-shot iterator that runs out raises instead of looping;
     non-finite gradients (checked before the update) or weights raise ``FloatingPointError``

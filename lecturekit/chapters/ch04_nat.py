@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+__all__ = ["EOS", "AutoregressiveTable", "NonAutoregressiveTable", "valid_fraction"]
+
 EOS = "<eos>"
 
 Output = tuple[str, ...]

@@ -2,7 +2,7 @@
 
 Forward signatures follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` /
 ``nn.TransformerEncoder`` / ``nn.TransformerDecoder`` (batch first), so the same call works on
-both and ``lecturekit.interop`` can copy weights either way.
+both and ``lecturekit.model.interop`` can copy weights either way.
 """
 
 from __future__ import annotations
@@ -13,9 +13,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit.attention import MultiHeadAttention, usable_kernels
-from lecturekit.cache import LayerKVCache
-from lecturekit.config import ACTIVATIONS, LAYERNORM_BACKENDS
+from lecturekit.kernels.backend import usable_kernels
+from lecturekit.model.attention import MultiHeadAttention
+from lecturekit.model.cache import LayerKVCache
+from lecturekit.model.config import ACTIVATIONS, LAYERNORM_BACKENDS
+
+__all__ = [
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEncoding",
+    "LayerNorm",
+    "PositionwiseFeedForward",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+]
 
 
 class SinusoidalPositionalEncoding(nn.Module):

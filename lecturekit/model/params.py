@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+__all__ = ["ComponentCount", "ParameterTable", "count_parameters"]
+
 # "layers.N." at the start of the name (a bare Encoder) or after a dot (model.encoder)
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 

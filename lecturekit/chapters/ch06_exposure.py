@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit.decoding import greedy
-from lecturekit.metrics import error_rate_by_position
+from lecturekit.decoding.search import greedy
+from lecturekit.training.metrics import error_rate_by_position
 
 __all__ = [
     "teacher_forced_predictions",
@@ -156,7 +156,7 @@ def exposure_report(
         src, tgt_in, tgt_out: ``(B, S)``, ``(B, T)``, ``(B, T)`` as in
             :class:`lecturekit.data.Batch`.
         min_count: the per-position lists stop at the first position with fewer than this
-            many gold tokens (see :func:`lecturekit.metrics.error_rate_by_position`).
+            many gold tokens (see :func:`lecturekit.training.metrics.error_rate_by_position`).
     """
     if tgt_in.shape != tgt_out.shape:
         raise ValueError(

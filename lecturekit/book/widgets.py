@@ -1,4 +1,4 @@
-"""Interactive explorers (ipywidgets) built on ``lecturekit.plotting``.
+"""Interactive explorers (ipywidgets) built on ``lecturekit.book.plotting``.
 
 Each ``explore_*`` function returns an ipywidgets box: it shows when it is the value of a
 notebook cell (or when passed to ``display``). The HTML book is static, so every explorer
@@ -20,7 +20,16 @@ import torch
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from lecturekit import plotting
+from lecturekit.book import plotting
+
+__all__ = [
+    "explore_attention",
+    "DEFAULT_SAMPLING_SETTINGS",
+    "sampling_distribution",
+    "explore_sampling",
+    "attention_masks",
+    "explore_masks",
+]
 
 
 def _explorer(controls: dict[str, widgets.Widget], draw: Callable[[], Figure]) -> widgets.VBox:
@@ -129,7 +138,7 @@ def sampling_distribution(
     Uses ``lecturekit.decoding.filter_logits`` (the code ``sample`` runs) for top-k / top-p.
     ``logits``: ``(V,)``; returns ``(V,)`` probabilities.
     """
-    from lecturekit.decoding import filter_logits
+    from lecturekit.decoding.search import filter_logits
 
     logits = torch.as_tensor(logits, dtype=torch.float64)
     if logits.dim() != 1:
@@ -215,7 +224,7 @@ def attention_masks(length: int, n_padding: int) -> dict[str, torch.Tensor]:
     ``n_padding`` of which are padding; each ``(T, T)`` bool, True = not allowed:
     ``"causal"``, ``"padding"`` (padding keys, broadcast over queries) and ``"combined"``.
     """
-    from lecturekit.masks import causal_mask, padding_mask
+    from lecturekit.model.masks import causal_mask, padding_mask
 
     if not 0 <= n_padding < length:
         raise ValueError(f"n_padding must be in [0, length), got {n_padding} with length {length}")

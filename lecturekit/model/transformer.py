@@ -14,15 +14,17 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lecturekit.cache import KVCache, LayerKVCache
-from lecturekit.config import TransformerConfig
-from lecturekit.layers import (
+from lecturekit.model.cache import KVCache, LayerKVCache
+from lecturekit.model.config import TransformerConfig
+from lecturekit.model.layers import (
     Decoder,
     Encoder,
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
 )
-from lecturekit.masks import check_attn_mask, check_key_padding_mask, padding_mask
+from lecturekit.model.masks import check_attn_mask, check_key_padding_mask, padding_mask
+
+__all__ = ["Transformer"]
 
 
 class Transformer(nn.Module):

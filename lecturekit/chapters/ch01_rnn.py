@@ -15,6 +15,14 @@ from __future__ import annotations
 
 import torch
 
+__all__ = [
+    "make_rnn_weights",
+    "run_rnn",
+    "rnn_gradient_norms",
+    "context_recoverability",
+    "module_gradient_norms",
+]
+
 _NONLINEARITIES = ("tanh", "linear")
 
 

@@ -14,6 +14,8 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
+__all__ = ["PACKAGES", "EnvironmentReport", "package_version", "collect", "report"]
+
 # Packages whose versions the report lists, in this order.
 PACKAGES: tuple[str, ...] = (
     "lecturekit",

@@ -24,6 +24,21 @@ from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+__all__ = [
+    "CJK_FONT_FILE",
+    "CJK_FONT_NAME",
+    "cjk_font_path",
+    "setup_fonts",
+    "plot_attention",
+    "plot_attention_heads",
+    "plot_history",
+    "plot_error_by_position",
+    "plot_positional_encoding",
+    "plot_mask",
+    "plot_token_distribution",
+    "plot_beam_tree",
+]
+
 CJK_FONT_FILE = "NotoSansCJKsc-Regular.otf"
 
 
@@ -345,7 +360,7 @@ def plot_error_by_position(
 ) -> Figure:
     """Error rate per output position, one line per setting (exposure bias, lecture p56-p57).
 
-    ``curves``: label -> rates from ``lecturekit.metrics.error_rate_by_position``.
+    ``curves``: label -> rates from ``lecturekit.training.metrics.error_rate_by_position``.
     """
     if not isinstance(curves, Mapping) or not curves:
         raise TypeError("curves must be a non-empty mapping label -> list of rates")
@@ -401,7 +416,7 @@ def plot_mask(
 ) -> Figure:
     """A boolean attention mask ``(T, S)``: True (= not allowed, masked out) is drawn dark.
 
-    Uses the ``torch.nn.Transformer`` convention of ``lecturekit.masks``.
+    Uses the ``torch.nn.Transformer`` convention of ``lecturekit.model.masks``.
     """
     m = _to_numpy(mask, "mask")
     if m.ndim != 2:

@@ -278,8 +278,8 @@ def load_checkpoint(
     Returns:
         A :class:`Checkpoint`; its model is in eval mode.
     """
-    from lecturekit.config import TransformerConfig
-    from lecturekit.model import Transformer
+    from lecturekit.model.config import TransformerConfig
+    from lecturekit.model.transformer import Transformer
 
     if bad := set(runtime_overrides) - set(RUNTIME_FIELDS):
         raise TypeError(f"runtime_overrides: only {RUNTIME_FIELDS} may be overridden, got {bad}")

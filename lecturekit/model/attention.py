@@ -7,7 +7,7 @@ and merges the heads again:
 
 * ``"math"``: the reference function above (can return the weights);
 * ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused, fast);
-* ``"triton"``: ``lecturekit.kernels.attention`` on a GPU; elsewhere it falls back to
+* ``"triton"``: ``lecturekit.kernels.attention`` on a GPU (dispatch in ``lecturekit.kernels.backend``); elsewhere it falls back to
   ``"sdpa"`` with one warning.
 
 All backends give the same output up to float rounding (tested).
@@ -16,16 +16,14 @@ All backends give the same output up to float rounding (tested).
 from __future__ import annotations
 
 import math
-import os
-import warnings
-from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit.config import ATTENTION_BACKENDS
-from lecturekit.masks import (
+from lecturekit.kernels.backend import usable_kernels, warn_once
+from lecturekit.model.config import ATTENTION_BACKENDS
+from lecturekit.model.masks import (
     check_attn_mask,
     check_key_padding_mask,
     fully_masked_rows,
@@ -33,39 +31,7 @@ from lecturekit.masks import (
     to_additive,
 )
 
-_warned: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    """Issue ``message`` as a RuntimeWarning the first time only (per process)."""
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
-def usable_kernels(tensor: Tensor, what: str) -> ModuleType | None:
-    """``lecturekit.kernels`` if its Triton kernels can run on ``tensor``, else None (+ warning).
-
-    The kernels run on CUDA tensors, or anywhere under ``TRITON_INTERPRET=1`` (how the kernel
-    tests run on CPU).
-    """
-    try:
-        from lecturekit import kernels
-    except ImportError as error:
-        warn_once(
-            f"{what}: backend 'triton' requested but lecturekit.kernels cannot be imported "
-            f"({error}); falling back to PyTorch."
-        )
-        return None
-    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-    if kernels.available() and (tensor.is_cuda or interpreted):
-        return kernels
-    warn_once(
-        f"{what}: backend 'triton' requested but the Triton kernels cannot run here "
-        f"(device {tensor.device}, kernels available: {kernels.available()}); "
-        "falling back to PyTorch."
-    )
-    return None
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
 
 
 def _may_mask_whole_rows(

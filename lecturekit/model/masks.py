@@ -22,6 +22,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "check_attn_mask",
+    "check_key_padding_mask",
+    "to_additive",
+    "merge_masks",
+    "fully_masked_rows",
+]
+
 # largest value a float mask may hold (see _check_mask_values)
 MAX_MASK_VALUE = 1e4
 

@@ -22,6 +22,8 @@ import torch
 
 from lecturekit.data.vocab import PAD_ID
 
+__all__ = ["exact_match", "token_accuracy", "error_rate_by_position", "corpus_bleu"]
+
 
 def exact_match(predictions: Sequence[Any], references: Sequence[Any]) -> float:
     """Fraction of ``predictions[i] == references[i]`` (strings or token sequences)."""
