@@ -66,7 +66,7 @@ def run(
     test = evaluate(model, test_batches)
     hyps, refs = [], []
     for batch in test_batches:
-        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2)
+        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2).tokens
         hyps += [task.decode_tgt(row) for row in out]
         refs += [task.decode_tgt(row) for row in batch.tgt_out]
     bleu = corpus_bleu(hyps, refs, tokenize="char")

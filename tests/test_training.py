@@ -177,7 +177,7 @@ def test_fit_stops_at_max_steps_and_evaluate_matches_manual_count(capsys) -> Non
 
     exact = total = 0
     for batch in task.loader("valid", batch_size=32):
-        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2)
+        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2).tokens
         for pred, gold in zip(out.tolist(), batch.tgt_out.tolist(), strict=True):
             exact += 2 in pred and task.decode_tgt(pred) == task.decode_tgt(gold)
             total += 1

@@ -453,7 +453,7 @@ def plot_token_distribution(
     """Bar chart of a next-token distribution ``(V,)``, optionally next to a second one.
 
     Used for sampling: ``probs`` the model's softmax, ``compare`` the distribution after
-    temperature / top-k / top-p (lecture p50-p51).
+    temperature / top-k / top-p (lecture p54).
     """
     p = _to_numpy(probs, "probs")
     if p.ndim != 1:
@@ -490,14 +490,14 @@ def plot_beam_tree(
     root_label: str = "<bos>",
     title: str | None = None,
 ) -> Figure:
-    """Draw the hypotheses a beam search expanded, as a tree (lecture p46-p49).
+    """Draw the hypotheses a beam search expanded, as a tree (lecture p53).
 
     Args:
         steps: ``steps[t]`` lists the hypotheses alive after step ``t + 1``; each is a
             ``(prefix, score)`` pair (``prefix``: the ``t + 1`` tokens generated so far,
             ``score``: its cumulative log-probability), or any object with ``.tokens`` and
             ``.score`` (e.g. ``lecturekit.decoding.Hypothesis`` from
-            ``beam_search(..., return_trace=True)``, whose ``trace[b]`` fits directly).
+            ``beam_search(..., trace=True).trace``, whose ``trace[b]`` fits directly).
             Prefixes may also be listed when pruned: a node with no child in the next step
             is drawn grey (dropped from the beam).
         token_labels: how to print a token: a list/dict id -> text or a function.

@@ -167,7 +167,7 @@ def explore_sampling(
     static: bool = False,
     settings: Sequence[dict[str, Any]] = DEFAULT_SAMPLING_SETTINGS,
 ) -> widgets.VBox | Figure:
-    """How temperature, top-k and top-p reshape a next-token distribution (lecture p50-p51).
+    """How temperature, top-k and top-p reshape a next-token distribution (lecture p54).
 
     Args:
         logits: ``(V,)`` next-token logits.

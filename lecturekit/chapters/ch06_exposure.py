@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import eval_mode
 from lecturekit.decoding.search import greedy
 from lecturekit.training.metrics import error_rate_by_position
 
@@ -56,12 +57,8 @@ def teacher_forced_predictions(model: nn.Module, src: Tensor, tgt_in: Tensor) ->
     Returns:
         ``(B, T)``: position ``t`` is the guess for label ``t`` (``y_{t+1}``, or EOS).
     """
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         return model(src, tgt_in).argmax(-1)
-    finally:
-        model.train(was_training)
 
 
 @torch.no_grad()
@@ -78,7 +75,7 @@ def free_running_predictions(model: nn.Module, src: Tensor, length: int) -> Tens
     """
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"length must be a positive int, got {length!r}")
-    tokens = greedy(model, src, length)
+    tokens = greedy(model, src, length).tokens
     pad = model.config.pad_id
     out = torch.full((src.shape[0], length), pad, dtype=torch.long, device=src.device)
     out[:, : tokens.shape[1]] = tokens

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import eval_mode
+from lecturekit.decoding.search import greedy
 from lecturekit.training.checks import check_decode_length
 from lecturekit.training.losses import label_smoothed_nll
 
@@ -43,15 +45,11 @@ def evaluate(
         ``{"loss", "token_accuracy", "exact_match"}``; exact match compares the greedy output
         up to its EOS with the gold target (lecture p46's evaluation by whole sentence).
     """
-    from lecturekit.decoding.search import greedy
-
     cfg = model.config
     check_decode_length(decode_max_len, cfg)
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     loss_sum, correct, tokens, exact, sentences = 0.0, 0, 0, 0, 0
-    try:
+    with eval_mode(model):
         for batch in data:
             batch = batch.to(device)
             logits = model(batch.src, batch.tgt_in)
@@ -68,11 +66,9 @@ def evaluate(
                 max_len = min(max_len, cfg.max_len)
             out = greedy(model, batch.src, max_len, src_key_padding_mask=batch.src_padding_mask)
             gold = _until_eos(batch.tgt_out, cfg.eos_id)
-            for pred, ref in zip(_until_eos(out, cfg.eos_id), gold, strict=True):
+            for pred, ref in zip(_until_eos(out.tokens, cfg.eos_id), gold, strict=True):
                 exact += pred == ref
             sentences += len(gold)
-    finally:
-        model.train(was_training)
     if sentences == 0:
         raise ValueError("data: no batches to evaluate")
     return {

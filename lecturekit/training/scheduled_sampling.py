@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import eval_mode
+
 __all__ = ["ScheduledSampling", "teacher_forcing_prob", "mix_decoder_inputs"]
 
 SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
@@ -118,12 +120,8 @@ def mix_decoder_inputs(
         raise ValueError(f"teacher_prob: expected a probability in [0, 1], got {teacher_prob}")
     if teacher_prob == 1.0:
         return tgt_in
-    was_training = model.training
-    model.eval()  # predictions without dropout noise
-    try:
+    with eval_mode(model):  # predictions without dropout noise
         logits = model(src, tgt_in)  # (B, T, V): logits[:, t] predicts label y_{t+1}
-    finally:
-        model.train(was_training)
     if sample:
         probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
         predicted = torch.multinomial(probs, 1, generator=generator).view(tgt_in.shape)
