@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from lecturekit.kernels.backend import usable_kernels, warn_once
 from lecturekit.model.config import ATTENTION_BACKENDS
 from lecturekit.model.masks import (
+    causal_mask,
     check_attn_mask,
     check_key_padding_mask,
     fully_masked_rows,
@@ -63,7 +64,8 @@ def scaled_dot_product_attention(
 
     query ``(..., Tq, d_k)``, key ``(..., Tk, d_k)``, value ``(..., Tk, d_v)``;
     ``attn_mask`` broadcastable to ``(..., Tq, Tk)``: bool (True = not allowed) or float
-    (added to the scores). ``is_causal`` masks the future (query i sees keys <= i).
+    (added to the scores). ``is_causal`` masks the future, top-left aligned as in torch
+    (query i sees keys j <= i; see :func:`lecturekit.model.masks.causal_mask`).
     Output ``(..., Tq, d_v)``, weights ``(..., Tq, Tk)`` (before dropout; each row sums to 1).
     A query whose keys are all masked gets zero weights and a zero output, not NaN.
     """
@@ -73,10 +75,9 @@ def scaled_dot_product_attention(
     #    with d_k (a large variance would push the softmax into saturation)
     scores = (query @ key.transpose(-2, -1)) * scale  # (..., Tq, Tk)
     # 2. masks: a masked score becomes -inf, so its weight after the softmax is exactly 0
-    if is_causal:
+    if is_causal:  # top-left: query i sees keys j <= i (lecturekit.model.masks)
         tq, tk = scores.shape[-2:]
-        future = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
+        scores = scores.masked_fill(causal_mask(tq, tk, device=scores.device), float("-inf"))
     if attn_mask is not None:
         scores = scores + to_additive(attn_mask, scores.dtype)
     # 3. softmax over the keys; rows with every key masked get zeros instead of 0/0 = NaN
@@ -188,14 +189,8 @@ class MultiHeadAttention(nn.Module):
             backend = "sdpa"
         weights = None
         if backend == "sdpa" and attn_mask is None and key_padding_mask is None:
-            # causal only (or no mask): the fused kernel builds the mask itself
-            causal = is_causal and tq > 1
-            if causal and tq != tk:  # sdpa aligns its causal mask top-left; ours is bottom-right
-                attn_mask = merge_masks(None, None, True, batch, 1, tq, tk, q.dtype, q.device)
-                causal = False
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal
-            )
+            # causal only (or no mask): the fused kernel builds the same top-left mask itself
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
         else:
             mask = merge_masks(
                 attn_mask,
@@ -234,24 +229,17 @@ class MultiHeadAttention(nn.Module):
         kernels = usable_kernels(q, "MultiHeadAttention")
         if kernels is None:
             return None
-        unsupported = (
-            attn_mask is not None
-            or (key_padding_mask is not None and key_padding_mask.dtype != torch.bool)
-            or (is_causal and 1 < q.size(2) != k.size(2))  # kernel: top-left causal only
+        unsupported = attn_mask is not None or (
+            key_padding_mask is not None and key_padding_mask.dtype != torch.bool
         )
         if unsupported:
             warn_once(
-                "MultiHeadAttention: the Triton kernel supports only boolean key padding masks "
-                "and top-left is_causal, not general attn_mask; using 'sdpa' for this call."
+                "MultiHeadAttention: the Triton kernel supports boolean key padding masks and "
+                "is_causal, not a general attn_mask; using 'sdpa' for this call."
             )
             return None
         return kernels.attention(
-            q,
-            k,
-            v,
-            key_padding_mask=key_padding_mask,
-            is_causal=is_causal and q.size(2) > 1,
-            dropout_p=dropout_p,
+            q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal, dropout_p=dropout_p
         )
 
     def forward(

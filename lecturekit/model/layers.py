@@ -17,6 +17,7 @@ from lecturekit.kernels.backend import usable_kernels
 from lecturekit.model.attention import MultiHeadAttention
 from lecturekit.model.cache import LayerKVCache
 from lecturekit.model.config import ACTIVATIONS, LAYERNORM_BACKENDS
+from lecturekit.model.masks import causal_mask
 
 __all__ = [
     "SinusoidalPositionalEncoding",
@@ -230,8 +231,14 @@ class DecoderLayer(nn.Module):
         else:
             q, k, v = self.self_attn.project_qkv(x)  # each (B, H, T_new, Dh)
             k, v = cache.append(k, v)  # (B, H, T_past + T_new, Dh)
+            # the new queries are the last positions: causal aligned lower-right (a single
+            # new query sees every cached key, so it needs no mask at all)
+            new, total = q.size(2), k.size(2)
+            future = (
+                None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
+            )
             out, self.attention_weights = self.self_attn.attend(
-                q, k, v, is_causal=True, need_weights=need
+                q, k, v, attn_mask=future, need_weights=need
             )
         return self.dropout1(out)
 
@@ -301,7 +308,7 @@ def _resolve_causal(mask: Tensor | None, is_causal: bool | None) -> bool:
         return bool(is_causal)
     if mask is None or mask.dim() != 2 or mask.size(0) != mask.size(1):
         return False
-    causal = torch.ones(mask.shape, dtype=torch.bool, device=mask.device).triu(1)
+    causal = causal_mask(mask.size(0), device=mask.device)
     if mask.dtype == torch.bool:
         return bool(torch.equal(mask, causal))
     return bool(torch.equal(torch.isneginf(mask), causal) and not mask[~causal].any())

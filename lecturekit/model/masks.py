@@ -11,6 +11,16 @@
 torch.nn.Transformer-style masks into one additive float mask, which both the reference
 attention and ``scaled_dot_product_attention`` add to the scores unchanged.
 
+**One causal convention.** ``is_causal=True`` means the causal mask built by
+``causal_mask(Tq, Tk)``, aligned **top-left** as in ``torch.nn.functional.
+scaled_dot_product_attention``: query ``i`` sees keys ``j <= i``. Every path uses it: the
+reference attention, ``MultiHeadAttention`` (all backends), the layers, the ``Transformer``
+and the Triton kernel. For ``Tq == Tk`` (a whole sequence) it is the mask of p30-p31. When
+the queries are the *last* ``Tq`` positions of ``Tk`` keys (incremental decoding with a KV
+cache, ``Tq < Tk``), ask for the other alignment by name:
+``causal_mask(Tq, Tk, lower_right=True)`` (query ``i`` sees keys ``j <= i + Tk - Tq``, like
+``torch.nn.attention.bias.causal_lower_right``) and pass it as ``attn_mask``.
+
 A query row whose keys are all masked has no defined softmax (0/0). The course defines its
 output as zeros (never NaN): see ``fully_masked_rows``.
 """
@@ -21,6 +31,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from lecturekit._common import check_int
 
 __all__ = [
     "causal_mask",
@@ -36,11 +48,25 @@ __all__ = [
 MAX_MASK_VALUE = 1e4
 
 
-def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
-    """Boolean ``(T, T)`` mask, True above the diagonal (= the future, not allowed). p30-p31."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int, got {size!r}")
-    return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
+def causal_mask(
+    size: int,
+    key_size: int | None = None,
+    *,
+    lower_right: bool = False,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Boolean ``(Tq, Tk)`` causal mask, True where a query may not look (the future). p30-p31.
+
+    ``size`` is ``Tq``, ``key_size`` is ``Tk`` (default ``Tq``). Top-left aligned (the
+    convention of ``is_causal=True`` everywhere, as in torch): query ``i`` sees keys
+    ``j <= i``. ``lower_right=True``: query ``i`` sees keys ``j <= i + Tk - Tq``, so the last
+    query sees every key (new queries appended after ``Tk - Tq`` cached keys).
+    """
+    key_size = size if key_size is None else key_size
+    check_int("size", size, minimum=1)
+    check_int("key_size", key_size, minimum=1)
+    shift = key_size - size if lower_right else 0
+    return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
@@ -143,10 +169,9 @@ def merge_masks(
 ) -> Tensor | None:
     """One additive float mask, broadcastable to the scores ``(B, H, Tq, Tk)``, or None.
 
-    ``is_causal`` adds the causal mask only when no ``attn_mask`` is given: as in
-    ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint that the mask
-    is causal. The causal mask is aligned to the end (query i sees keys up to i + Tk - Tq), so
-    a block of new queries appended after cached keys sees all of them.
+    ``is_causal`` adds ``causal_mask(tq, tk)`` (top-left) only when no ``attn_mask`` is
+    given: as in ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint
+    that the mask is causal.
     """
     merged: Tensor | None = None
     if attn_mask is not None:
@@ -154,8 +179,7 @@ def merge_masks(
         if merged.dim() == 3:  # (B*H, Tq, Tk) -> (B, H, Tq, Tk)
             merged = merged.view(batch, n_heads, tq, tk)
     elif is_causal:
-        future = torch.ones(tq, tk, dtype=torch.bool, device=device).triu(tk - tq + 1)
-        merged = to_additive(future, dtype)
+        merged = to_additive(causal_mask(tq, tk, device=device), dtype)
     if key_padding_mask is not None:
         padding = to_additive(key_padding_mask, dtype)[:, None, None, :]  # (B, 1, 1, Tk)
         merged = padding if merged is None else merged + padding
