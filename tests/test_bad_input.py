@@ -38,7 +38,7 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT[..., None]),
             ValueError,
-            r"tgt must have shape \(B, S\).*\(2, 5, 1\)",
+            r"tgt must have shape \(B, T\).*\(2, 5, 1\)",
         ),
         (lambda m: m(SRC.float(), TGT), TypeError, r"src must hold integer.*torch.float32"),
         # narrow integer ids and meta tensors (issue #20)
@@ -68,7 +68,7 @@ X = torch.zeros(2, 4, 8)
             r"src_key_padding_mask holds inf",
         ),
         (
-            lambda m: m.encode(SRC, torch.full((2, 4), NAN)),
+            lambda m: m.encode(SRC, src_key_padding_mask=torch.full((2, 4), NAN)),
             ValueError,
             r"src_key_padding_mask holds NaN",
         ),
@@ -131,7 +131,7 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT, tgt_key_padding_mask=torch.zeros(2, 4, dtype=BOOL)),
             ValueError,
-            r"tgt_key_padding_mask must have shape \(B, S\)=\(2, 5\)",
+            r"tgt_key_padding_mask must have shape \(B, T\)=\(2, 5\)",
         ),
         (
             lambda m: m(SRC, TGT, memory_key_padding_mask=torch.zeros(2, 5, dtype=BOOL)),

@@ -38,7 +38,7 @@ def test_reference_is_causal_equals_torch_sdpa(tq: int, tk: int) -> None:
     torch.testing.assert_close(out, expected)
     by_mask, _ = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(tq, tk))
     torch.testing.assert_close(by_mask, expected)
-    merged = merge_masks(None, None, True, 2, 3, tq, tk, torch.float64, q.device)
+    merged = merge_masks((2, 3, tq, tk), torch.float64, q.device, is_causal=True)
     torch.testing.assert_close(scaled_dot_product_attention(q, k, v, merged)[0], expected)
 
 

@@ -168,6 +168,7 @@ class MultiHeadAttention(nn.Module):
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         attn_mask: Tensor | None = None,
         key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
@@ -183,7 +184,15 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         backend = "math" if need_weights else self.backend
         if backend == "triton":
-            out = self._attend_triton(q, k, v, attn_mask, key_padding_mask, is_causal, dropout_p)
+            out = self._attend_triton(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
+                dropout_p=dropout_p,
+            )
             if out is not None:
                 return self.out_proj(self.merge_heads(out)), None
             backend = "sdpa"
@@ -193,15 +202,12 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
         else:
             mask = merge_masks(
-                attn_mask,
-                key_padding_mask,
-                is_causal,
-                batch,
-                self.n_heads,
-                tq,
-                tk,
+                (batch, self.n_heads, tq, tk),
                 q.dtype,
                 q.device,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
             )
             dead = None
             if _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
@@ -220,6 +226,7 @@ class MultiHeadAttention(nn.Module):
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         attn_mask: Tensor | None,
         key_padding_mask: Tensor | None,
         is_causal: bool,
@@ -247,17 +254,19 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key: Tensor,
         value: Tensor,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
+        *,
         attn_mask: Tensor | None = None,
-        average_attn_weights: bool = False,
+        key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
+        need_weights: bool = False,
+        average_attn_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """query ``(B, Tq, D)``, key/value ``(B, Tk, D)`` -> ``(B, Tq, D)``, weights or None.
 
-        Masks follow ``nn.MultiheadAttention``: ``key_padding_mask (B, Tk)``, ``attn_mask``
-        ``(Tq, Tk)`` or ``(B*H, Tq, Tk)``; bool True = not allowed, float = added.
-        ``is_causal=True`` without ``attn_mask`` applies the causal mask.
+        Masks are keyword-only and follow ``nn.MultiheadAttention``: ``attn_mask``
+        ``(Tq, Tk)`` or ``(B*H, Tq, Tk)``, ``key_padding_mask (B, Tk)``; bool True = not
+        allowed, float = added. ``is_causal=True`` without ``attn_mask`` applies the causal
+        mask (top-left, see :func:`lecturekit.model.masks.causal_mask`).
         """
         for name, x in (("query", query), ("key", key), ("value", value)):
             if not isinstance(x, Tensor):
@@ -281,7 +290,13 @@ class MultiHeadAttention(nn.Module):
             q = self.project_q(query)
             k, v = self.project_kv(key) if key is value else self._project_k_v(key, value)
         out, weights = self.attend(
-            q, k, v, attn_mask, key_padding_mask, is_causal, need_weights=need_weights
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
         )
         if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)  # (B, H, Tq, Tk) -> (B, Tq, Tk)

@@ -48,8 +48,8 @@ def _rename(state: dict[str, Tensor], to_torch: bool) -> dict[str, Tensor]:
 class EncoderDecoder(nn.Module):
     """Encoder and decoder stacks without embeddings: the counterpart of ``nn.Transformer``.
 
-    ``forward(src (B, S, D), tgt (B, T, D), ...) -> (B, T, D)`` with the arguments of
-    ``nn.Transformer.forward``.
+    ``forward(src (B, S, D), tgt (B, T, D), ...) -> (B, T, D)`` with the keyword arguments of
+    ``nn.Transformer.forward`` (masks keyword-only).
     """
 
     def __init__(self, encoder: Encoder, decoder: Decoder) -> None:
@@ -61,6 +61,7 @@ class EncoderDecoder(nn.Module):
         self,
         src: Tensor,
         tgt: Tensor,
+        *,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
@@ -76,16 +77,18 @@ class EncoderDecoder(nn.Module):
                 "src and tgt must be (B, S, D) and (B, T, D) with the same batch size, got "
                 f"{tuple(src.shape)} and {tuple(tgt.shape)}"
             )
-        memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
         return self.decoder(
             tgt,
             memory,
-            tgt_mask,
-            memory_mask,
-            tgt_key_padding_mask,
-            memory_key_padding_mask,
-            tgt_is_causal,
-            memory_is_causal,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
         )
 
 

@@ -152,31 +152,39 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attention_weights: Tensor | None = None
 
-    def _self_attention(
-        self, x: Tensor, mask: Tensor | None, padding: Tensor | None, causal: bool, need: bool
-    ) -> Tensor:
-        out, self.attention_weights = self.self_attn(
-            x, x, x, padding, need_weights=need, attn_mask=mask, is_causal=causal
-        )
-        return self.dropout1(out)
-
     def forward(
         self,
         src: Tensor,
+        *,
         src_mask: Tensor | None = None,
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
-        *,
         need_weights: bool = False,
     ) -> Tensor:
-        """``src (B, S, D)`` -> ``(B, S, D)``; keeps per-head weights in ``attention_weights``."""
+        """``src (B, S, D)`` -> ``(B, S, D)``; keeps per-head weights in ``attention_weights``.
+
+        Masks are keyword-only, as everywhere in lecturekit (``nn.TransformerEncoderLayer``
+        takes the same keywords).
+        """
+
+        def self_attention(x: Tensor) -> Tensor:
+            out, self.attention_weights = self.self_attn(
+                x,
+                x,
+                x,
+                attn_mask=src_mask,
+                key_padding_mask=src_key_padding_mask,
+                is_causal=bool(is_causal),
+                need_weights=need_weights,
+            )
+            return self.dropout1(out)
+
         x = src
-        args = (src_mask, src_key_padding_mask, bool(is_causal), need_weights)
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), *args)
+            x = x + self_attention(self.norm1(x))
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            x = self.norm1(x + self._self_attention(x, *args))
+            x = self.norm1(x + self_attention(x))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
         return x
 
@@ -218,48 +226,65 @@ class DecoderLayer(nn.Module):
     def _self_attention(
         self,
         x: Tensor,
-        mask: Tensor | None,
-        padding: Tensor | None,
-        causal: bool,
-        need: bool,
+        *,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
         cache: LayerKVCache | None,
     ) -> Tensor:
         if cache is None:
             out, self.attention_weights = self.self_attn(
-                x, x, x, padding, need_weights=need, attn_mask=mask, is_causal=causal
+                x,
+                x,
+                x,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
+                need_weights=need_weights,
             )
-        else:
-            q, k, v = self.self_attn.project_qkv(x)  # each (B, H, T_new, Dh)
-            k, v = cache.append(k, v)  # (B, H, T_past + T_new, Dh)
-            # the new queries are the last positions: causal aligned lower-right (a single
-            # new query sees every cached key, so it needs no mask at all)
-            new, total = q.size(2), k.size(2)
-            future = (
-                None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
-            )
-            out, self.attention_weights = self.self_attn.attend(
-                q, k, v, attn_mask=future, need_weights=need
-            )
+            return self.dropout1(out)
+        q, k, v = self.self_attn.project_qkv(x)  # each (B, H, T_new, Dh)
+        k, v = cache.append(k, v)  # (B, H, T_past + T_new, Dh)
+        # the new queries are the last positions: causal aligned lower-right (a single new
+        # query sees every cached key, so it needs no mask at all)
+        new, total = q.size(2), k.size(2)
+        future = None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
+        out, self.attention_weights = self.self_attn.attend(
+            q, k, v, attn_mask=future, need_weights=need_weights
+        )
         return self.dropout1(out)
 
     def _cross_attention(
         self,
         x: Tensor,
         memory: Tensor | None,
-        mask: Tensor | None,
-        padding: Tensor | None,
-        causal: bool,
-        need: bool,
+        *,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
         cache: LayerKVCache | None,
     ) -> Tensor:
         if cache is None:
             out, self.cross_attention_weights = self.cross_attn(
-                x, memory, memory, padding, need_weights=need, attn_mask=mask, is_causal=causal
+                x,
+                memory,
+                memory,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
+                need_weights=need_weights,
             )
         else:
             q = self.cross_attn.project_q(x)  # (B, H, T_new, Dh)
             out, self.cross_attention_weights = self.cross_attn.attend(
-                q, cache.cross_keys, cache.cross_values, mask, padding, need_weights=need
+                q,
+                cache.cross_keys,
+                cache.cross_values,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                need_weights=need_weights,
             )
         return self.dropout2(out)
 
@@ -267,37 +292,52 @@ class DecoderLayer(nn.Module):
         self,
         tgt: Tensor,
         memory: Tensor | None,
+        *,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
-        *,
         need_weights: bool = False,
         cache: LayerKVCache | None = None,
     ) -> Tensor:
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
-        With ``cache``, ``tgt`` holds only the new positions, ``memory`` is not used, and
-        ``tgt_mask``/``tgt_key_padding_mask`` must be None (the cache applies causality).
+        Masks are keyword-only, in torch's order. With ``cache``, ``tgt`` holds only the new
+        positions, ``memory`` is not used, and ``tgt_mask``/``tgt_key_padding_mask`` must be
+        None (the cache applies causality).
         """
+
+        def self_attention(x: Tensor) -> Tensor:
+            return self._self_attention(
+                x,
+                attn_mask=tgt_mask,
+                key_padding_mask=tgt_key_padding_mask,
+                is_causal=bool(tgt_is_causal),
+                need_weights=need_weights,
+                cache=cache,
+            )
+
+        def cross_attention(x: Tensor) -> Tensor:
+            return self._cross_attention(
+                x,
+                memory,
+                attn_mask=memory_mask,
+                key_padding_mask=memory_key_padding_mask,
+                is_causal=bool(memory_is_causal),
+                need_weights=need_weights,
+                cache=cache,
+            )
+
         x = tgt
-        self_args = (tgt_mask, tgt_key_padding_mask, bool(tgt_is_causal), need_weights, cache)
-        cross_args = (
-            memory_mask,
-            memory_key_padding_mask,
-            bool(memory_is_causal),
-            need_weights,
-            cache,
-        )
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), *self_args)
-            x = x + self._cross_attention(self.norm2(x), memory, *cross_args)
+            x = x + self_attention(self.norm1(x))
+            x = x + cross_attention(self.norm2(x))
             x = x + self.dropout3(self.ffn(self.norm3(x)))
         else:
-            x = self.norm1(x + self._self_attention(x, *self_args))
-            x = self.norm2(x + self._cross_attention(x, memory, *cross_args))
+            x = self.norm1(x + self_attention(x))
+            x = self.norm2(x + cross_attention(x))
             x = self.norm3(x + self.dropout3(self.ffn(x)))
         return x
 
@@ -356,17 +396,24 @@ class Encoder(nn.Module):
     def forward(
         self,
         src: Tensor,
+        *,
         mask: Tensor | None = None,
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool | None = None,
-        *,
         need_weights: bool = False,
     ) -> Tensor:
-        """``src (B, S, D)`` -> memory ``(B, S, D)``."""
+        """``src (B, S, D)`` -> memory ``(B, S, D)``; masks keyword-only (``nn.TransformerEncoder``
+        names the attention mask ``mask`` too)."""
         causal = _resolve_causal(mask, is_causal)
         x = src
         for layer in self.layers:
-            x = layer(x, mask, src_key_padding_mask, causal, need_weights=need_weights)
+            x = layer(
+                x,
+                src_mask=mask,
+                src_key_padding_mask=src_key_padding_mask,
+                is_causal=causal,
+                need_weights=need_weights,
+            )
         return x if self.norm is None else self.norm(x)
 
 
@@ -409,13 +456,13 @@ class Decoder(nn.Module):
         self,
         tgt: Tensor,
         memory: Tensor | None,
+        *,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
         tgt_is_causal: bool | None = None,
         memory_is_causal: bool = False,
-        *,
         need_weights: bool = False,
         cache: list[LayerKVCache] | None = None,
     ) -> Tensor:
@@ -430,12 +477,12 @@ class Decoder(nn.Module):
             x = layer(
                 x,
                 memory,
-                tgt_mask,
-                memory_mask,
-                tgt_key_padding_mask,
-                memory_key_padding_mask,
-                causal,
-                memory_is_causal,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=causal,
+                memory_is_causal=memory_is_causal,
                 need_weights=need_weights,
                 cache=None if cache is None else cache[i],
             )

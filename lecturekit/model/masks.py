@@ -143,7 +143,10 @@ def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) 
         return
     _check_mask_type(mask, name)
     if tuple(mask.shape) != (batch, tk):
-        raise ValueError(f"{name} must have shape (B, S)=({batch}, {tk}), got {tuple(mask.shape)}")
+        dims = {"src": "(B, S)", "memory": "(B, S)", "tgt": "(B, T)"}.get(
+            name.split("_")[0], "(B, Tk)"
+        )
+        raise ValueError(f"{name} must have shape {dims}=({batch}, {tk}), got {tuple(mask.shape)}")
     _check_mask_values(mask, name)
 
 
@@ -157,22 +160,21 @@ def to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def merge_masks(
-    attn_mask: Tensor | None,
-    key_padding_mask: Tensor | None,
-    is_causal: bool,
-    batch: int,
-    n_heads: int,
-    tq: int,
-    tk: int,
+    shape: tuple[int, int, int, int],
     dtype: torch.dtype,
     device: torch.device,
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
 ) -> Tensor | None:
-    """One additive float mask, broadcastable to the scores ``(B, H, Tq, Tk)``, or None.
+    """One additive float mask, broadcastable to the scores ``shape = (B, H, Tq, Tk)``, or None.
 
     ``is_causal`` adds ``causal_mask(tq, tk)`` (top-left) only when no ``attn_mask`` is
     given: as in ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint
     that the mask is causal.
     """
+    batch, n_heads, tq, tk = shape
     merged: Tensor | None = None
     if attn_mask is not None:
         merged = to_additive(attn_mask, dtype)

@@ -95,7 +95,7 @@ class Transformer(nn.Module):
         return self.dropout(positions(x, offset))
 
     def _check_tokens(self, name: str, tokens: Tensor, vocab_size: int, dims: int = 2) -> None:
-        shape = "(B, S)" if dims == 2 else "(B,)"
+        shape = ("(B, S)" if name == "src" else "(B, T)") if dims == 2 else "(B,)"
         if not isinstance(tokens, Tensor):
             raise TypeError(
                 f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}"
@@ -168,6 +168,7 @@ class Transformer(nn.Module):
         batch: int,
         length: int,
         memory_length: int,
+        *,
         tgt_mask: Tensor | None,
         memory_mask: Tensor | None,
         tgt_key_padding_mask: Tensor | None,
@@ -182,23 +183,28 @@ class Transformer(nn.Module):
         )
 
     # -- public API --------------------------------------------------------------------------
+    # Masks are keyword-only, named and ordered as in torch.nn.Transformer: src_mask,
+    # tgt_mask, memory_mask, src_key_padding_mask, tgt_key_padding_mask,
+    # memory_key_padding_mask.
     def encode(
         self,
         src: Tensor,
-        src_key_padding_mask: Tensor | None = None,
         *,
         src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> Tensor:
         """Source ids ``(B, S)`` -> memory ``(B, S, D)``. Padding mask from ``pad_id`` if None."""
         c = self.config
         self._check_tokens("src", src, c.src_vocab_size)
         batch, length = src.shape
-        check_key_padding_mask(src_key_padding_mask, "src_key_padding_mask", batch, length)
         check_attn_mask(src_mask, "src_mask", batch, c.n_heads, length, length)
+        check_key_padding_mask(src_key_padding_mask, "src_key_padding_mask", batch, length)
         src_key_padding_mask = self._derived_padding(src, src_key_padding_mask)
         x = self._embed(src, self.src_embedding, self.src_positions)
-        memory = self.encoder(x, src_mask, src_key_padding_mask, need_weights=need_weights)
+        memory = self.encoder(
+            x, mask=src_mask, src_key_padding_mask=src_key_padding_mask, need_weights=need_weights
+        )
         if need_weights:
             self._collect_weights(encoder=True, decoder=False)
         return memory
@@ -207,12 +213,12 @@ class Transformer(nn.Module):
         self,
         tgt: Tensor,
         memory: Tensor,
-        tgt_mask: Tensor | None = None,
-        memory_key_padding_mask: Tensor | None = None,
-        tgt_key_padding_mask: Tensor | None = None,
-        tgt_is_causal: bool | None = None,
         *,
+        tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool | None = None,
         need_weights: bool = False,
     ) -> Tensor:
         """Target ids ``(B, T)`` and memory ``(B, S, D)`` -> logits ``(B, T, V)``.
@@ -225,29 +231,18 @@ class Transformer(nn.Module):
         self._check_tokens("tgt", tgt, c.tgt_vocab_size)
         batch, length = tgt.shape
         self._check_memory(memory, batch)
-        self._check_decoder_masks(
-            batch,
-            length,
-            memory.size(1),
-            tgt_mask,
-            memory_mask,
-            tgt_key_padding_mask,
-            memory_key_padding_mask,
+        masks = dict(
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
         )
+        self._check_decoder_masks(batch, length, memory.size(1), **masks)
         # with a tgt_mask given, the mask decides and is_causal is only a hint (as in torch)
         causal = tgt_mask is None if tgt_is_causal is None else bool(tgt_is_causal)
-        tgt_key_padding_mask = self._derived_padding(tgt, tgt_key_padding_mask)
+        masks["tgt_key_padding_mask"] = self._derived_padding(tgt, tgt_key_padding_mask)
         x = self._embed(tgt, self.tgt_embedding, self.tgt_positions)
-        x = self.decoder(
-            x,
-            memory,
-            tgt_mask,
-            memory_mask,
-            tgt_key_padding_mask,
-            memory_key_padding_mask,
-            causal,
-            need_weights=need_weights,
-        )
+        x = self.decoder(x, memory, **masks, tgt_is_causal=causal, need_weights=need_weights)
         if need_weights:
             self._collect_weights(encoder=False, decoder=True)
         return self.output_proj(x)  # (B, T, D) -> (B, T, V)
@@ -256,14 +251,14 @@ class Transformer(nn.Module):
         self,
         src: Tensor,
         tgt: Tensor,
+        *,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
         src_key_padding_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
         tgt_is_causal: bool | None = None,
-        *,
-        src_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> Tensor:
         """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V)`` (p44-p46).
@@ -278,34 +273,29 @@ class Transformer(nn.Module):
                 f"and tgt {tuple(tgt.shape)}"
             )
         (batch, src_length), tgt_length = src.shape, tgt.size(1)
-        check_key_padding_mask(src_key_padding_mask, "src_key_padding_mask", batch, src_length)
         check_attn_mask(src_mask, "src_mask", batch, self.config.n_heads, src_length, src_length)
-        self._check_decoder_masks(  # all checks before any computation
-            batch,
-            tgt_length,
-            src_length,
-            tgt_mask,
-            memory_mask,
-            tgt_key_padding_mask,
-            memory_key_padding_mask,
+        check_key_padding_mask(src_key_padding_mask, "src_key_padding_mask", batch, src_length)
+        decoder_masks = dict(
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
         )
+        # all checks before any computation
+        self._check_decoder_masks(batch, tgt_length, src_length, **decoder_masks)
         src_key_padding_mask = self._derived_padding(src, src_key_padding_mask)
         if memory_key_padding_mask is None:
-            memory_key_padding_mask = src_key_padding_mask
+            decoder_masks["memory_key_padding_mask"] = src_key_padding_mask
         if need_weights:
             self.attention_weights = None
         memory = self.encode(
-            src, src_key_padding_mask, src_mask=src_mask, need_weights=need_weights
+            src,
+            src_mask=src_mask,
+            src_key_padding_mask=src_key_padding_mask,
+            need_weights=need_weights,
         )
         return self.decode(
-            tgt,
-            memory,
-            tgt_mask,
-            memory_key_padding_mask,
-            tgt_key_padding_mask,
-            tgt_is_causal,
-            memory_mask=memory_mask,
-            need_weights=need_weights,
+            tgt, memory, **decoder_masks, tgt_is_causal=tgt_is_causal, need_weights=need_weights
         )
 
     def init_cache(self, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> KVCache:
