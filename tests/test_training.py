@@ -334,3 +334,66 @@ def test_empty_validation_is_skipped_or_refused_before_training() -> None:
     # a one-shot iterator of validation batches is read once and serves every evaluation
     history = fit(model, task, iter(task.loader("valid")), quiet(max_steps=2, eval_every=1))
     assert history.eval_step == [1, 2]
+
+
+def test_update_is_one_clipped_optimizer_step() -> None:
+    from lecturekit.training.loop import update
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3)
+    twin = copy.deepcopy(layer)
+    x = torch.randn(5, 4)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    update(optimizer, layer(x).square().sum(), parameters=layer.parameters(), clip_grad_norm=0.5)
+    twin(x).square().sum().backward()  # by hand: gradients scaled to norm 0.5, one SGD step
+    norm = torch.cat([p.grad.flatten() for p in twin.parameters()]).norm()
+    for p, q in zip(layer.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p, q - 0.1 * q.grad * min(1.0, 0.5 / float(norm)))
+    before = [p.detach().clone() for p in layer.parameters()]
+    with pytest.raises(FloatingPointError, match="gradients became nan at step 7"):
+        update(optimizer, layer(x).sum() * float("nan"), step=7)  # parameters: the optimizer's
+    assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters(), strict=True))
+
+
+def test_stopping_and_train_steps() -> None:
+    from lecturekit.training.loop import Stopping, train_steps
+
+    stopping = Stopping(max_steps=3, target_exact_match=0.9)
+    assert [stopping.budget_spent(s) for s in (0, 2, 3)] == [False, False, True]
+    assert stopping.target_reached({"exact_match": 0.95})
+    assert not stopping.target_reached({"exact_match": 0.5})
+    assert not Stopping(max_steps=3).target_reached({"exact_match": 1.0})
+    with pytest.raises(ValueError, match="max_steps"):
+        Stopping(max_steps=0)
+
+    weight = torch.nn.Parameter(torch.tensor(2.0))
+    optimizer = torch.optim.SGD([weight], lr=0.25)
+    seen = []
+
+    def step_loss(step: int):
+        seen.append(step)
+        loss = weight.square()
+        return loss + 0.0 * weight, loss  # (objective, reported)
+
+    losses = train_steps(step_loss, optimizer, Stopping(max_steps=3))
+    assert seen == [1, 2, 3]
+    assert losses == pytest.approx([4.0, 1.0, 0.25])  # w <- w - 0.25 * 2w halves w
+    with pytest.raises(ValueError, match="stopping"):
+        train_steps(step_loss, optimizer, Stopping())
+
+
+def test_fit_trains_through_update(monkeypatch) -> None:
+    from lecturekit.training import loop
+
+    calls = []
+    original = loop.update
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("clip_grad_norm"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "update", spy)
+    task, model = tiny_setup(n_train=64)
+    history = fit(model, task, config=TrainConfig(max_steps=3, batch_size=32, progress=False))
+    assert len(calls) == 3 == len(history.step)
+    assert calls[0] == TrainConfig().clip_grad_norm

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from lecturekit.training.loop import Stopping, train_steps
+
 __all__ = [
     "DeepStack",
     "deep_mlp_stack",
@@ -116,6 +118,7 @@ def train_regression(
     """Train ``model`` on ``(x, y)`` with mean squared error; return the loss at every step.
 
     Mini-batches are drawn with a seeded generator; ``optimizer`` is ``"sgd"`` or ``"adam"``.
+    Trains with the training loop's pieces (:func:`lecturekit.training.loop.train_steps`).
     """
     _check_positive("steps", steps)
     _check_positive("batch_size", batch_size)
@@ -130,15 +133,12 @@ def train_regression(
     else:
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
     generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for _ in range(steps):
+
+    def step_loss(step: int) -> torch.Tensor:
         idx = torch.randint(0, x.shape[0], (batch_size,), generator=generator)
-        loss = nn.functional.mse_loss(model(x[idx]), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+        return nn.functional.mse_loss(model(x[idx]), y[idx])
+
+    return train_steps(step_loss, opt, Stopping(max_steps=steps))
 
 
 def per_layer_grad_norms(
@@ -193,21 +193,19 @@ def train_sequence_stack(
     """Train an encoder-only ``model`` (token ids ``(B, T)`` -> logits ``(B, T, V)``) with Adam
     on the reversal task of :func:`make_reversal_batch`, constant learning rate, no warm-up.
 
-    Returns the cross-entropy loss at every step.
+    Returns the cross-entropy loss at every step (trained with
+    :func:`lecturekit.training.loop.train_steps`, like :func:`train_regression`).
     """
     _check_positive("steps", steps)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for _ in range(steps):
+
+    def step_loss(step: int) -> torch.Tensor:
         tokens, labels = make_reversal_batch(batch_size, seq_len, vocab_size, generator=generator)
         logits = model(tokens)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab_size), labels.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+        return nn.functional.cross_entropy(logits.reshape(-1, vocab_size), labels.reshape(-1))
+
+    return train_steps(step_loss, opt, Stopping(max_steps=steps))
 
 
 class SequenceTagger(nn.Module):

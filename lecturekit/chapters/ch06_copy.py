@@ -14,17 +14,22 @@ inject knowledge about the task:
 
 ``AttentionToySeq2Seq`` is a deliberately tiny one-layer attention seq2seq model (no
 recurrence, no self-attention) that the exposure-bias chapter trains in a few seconds to show
-what each prior adds. Everything here is plain PyTorch.
+what each prior adds. It is built from the package's pieces: its attention is
+:func:`lecturekit.model.attention.scaled_dot_product_attention`, it trains with
+:func:`lecturekit.training.loop.train_steps` and it follows the decoding step protocol, so
+:func:`lecturekit.decoding.greedy` decodes it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from lecturekit.model.attention import scaled_dot_product_attention
+from lecturekit.training.loop import Stopping, train_steps
 
 __all__ = [
     "copy_distribution",
@@ -233,10 +238,11 @@ class AttentionToySeq2Seq(nn.Module):
                 raise ValueError(f"{name} ids must lie in [0, {self.vocab_size})")
         mem = self.embed(src) + self.src_pos.weight[:src_len]  # (B, S, D)
         h = self.state(self.embed(tgt_in) + self.tgt_pos.weight[:tgt_len])  # (B, T, D)
-        scores = self.query(h) @ self.key(mem).transpose(1, 2) / math.sqrt(self.d_model)
-        scores = scores.masked_fill((src == self.pad_id).unsqueeze(1), float("-inf"))
-        attention = scores.softmax(-1)  # (B, T, S)
-        context = attention @ self.value(mem)  # (B, T, D)
+        padding = (src == self.pad_id).unsqueeze(1)  # (B, 1, S), True = padding
+        # one head of the package's scaled dot-product attention (chapter 2)
+        context, attention = scaled_dot_product_attention(
+            self.query(h), self.key(mem), self.value(mem), attn_mask=padding
+        )  # (B, T, D), (B, T, S)
         features = torch.cat([h, context], dim=-1)  # (B, T, 2D)
         p_vocab = self.out(features).softmax(-1)
         if self.gate is None:
@@ -245,18 +251,22 @@ class AttentionToySeq2Seq(nn.Module):
         p = mix_copy_generate(p_vocab, copy_distribution(attention, src, self.vocab_size), p_gen)
         return p.clamp_min(1e-12).log(), attention, p_gen.squeeze(-1)
 
-    @torch.no_grad()
-    def greedy(self, src: Tensor, max_len: int, bos_id: int = 1) -> tuple[Tensor, Tensor]:
-        """Greedy free-running decoding for ``max_len`` steps (no early stop).
+    # -- the step protocol of lecturekit.decoding, so lecturekit.decoding.greedy decodes it --
+    bos_id, eos_id = 1, 2
 
-        Returns:
-            tokens ``(B, max_len)`` and the attention of the last pass ``(B, max_len, S)``.
-        """
-        ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-        for _ in range(max_len):
-            log_probs, attention = self(src, ys)
-            ys = torch.cat([ys, log_probs[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return ys[:, 1:], attention
+    def start(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple:
+        """Decoding state: the sources ``(B, S)`` and the tokens fed so far ``(B, 0)``."""
+        return src, src.new_empty(src.shape[0], 0)
+
+    def step(self, tokens: Tensor, state: tuple) -> tuple[Tensor, tuple]:
+        """Feed ``tokens (B,)``; next-token log-probs ``(B, V)``. Recomputes the prefix (tiny)."""
+        src, fed = state
+        fed = torch.cat([fed, tokens[:, None]], dim=1)  # (B, t + 1)
+        log_probs, _ = self(src, fed)
+        return log_probs[:, -1], (src, fed)
+
+    def select(self, state: tuple, index: Tensor) -> tuple:
+        return state[0].index_select(0, index), state[1].index_select(0, index)
 
 
 def train_toy(
@@ -290,22 +300,19 @@ def train_toy(
         raise ValueError(f"guided_weight must be >= 0, got {guided_weight}")
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    history = []
-    model.train()
-    for _ in range(steps):
+
+    def step_loss(step: int) -> Tensor | tuple[Tensor, Tensor]:
         src, tgt_in, tgt_out, src_lengths = make_batch(gen)
         log_probs, attention = model(src, tgt_in)
         loss = F.nll_loss(log_probs.transpose(1, 2), tgt_out, ignore_index=model.pad_id)
-        total = loss
-        if guided_weight > 0:
-            tgt_lengths = (tgt_out != model.pad_id).sum(1)
-            total = loss + guided_weight * guided_attention_loss(
-                attention, tgt_lengths, src_lengths, g
-            )
-        opt.zero_grad()
-        total.backward()
-        opt.step()
-        history.append(loss.item())
+        if guided_weight == 0:
+            return loss
+        tgt_lengths = (tgt_out != model.pad_id).sum(1)
+        guided = guided_attention_loss(attention, tgt_lengths, src_lengths, g)
+        return loss + guided_weight * guided, loss  # minimise both, report the cross-entropy
+
+    model.train()
+    history = train_steps(step_loss, opt, Stopping(max_steps=steps))
     model.eval()
     return history
 

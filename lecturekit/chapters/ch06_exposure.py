@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import eval_mode
+from lecturekit.decoding.protocol import as_decoder
 from lecturekit.decoding.search import greedy
 from lecturekit.training.metrics import error_rate_by_position
 
@@ -66,7 +67,8 @@ def free_running_predictions(model: nn.Module, src: Tensor, length: int) -> Tens
     """Greedy decoding for up to ``length`` tokens, right-padded with ``pad_id`` to ``length``.
 
     Args:
-        model: a :class:`lecturekit.Transformer`.
+        model: a :class:`lecturekit.Transformer`, or any model that follows the decoding
+            step protocol (:mod:`lecturekit.decoding.protocol`).
         src: ``(B, S)`` source ids.
         length: number of output positions ``T`` to produce (e.g. ``tgt_out.shape[1]``).
 
@@ -76,7 +78,7 @@ def free_running_predictions(model: nn.Module, src: Tensor, length: int) -> Tens
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"length must be a positive int, got {length!r}")
     tokens = greedy(model, src, length).tokens
-    pad = model.config.pad_id
+    pad = as_decoder(model).pad_id
     out = torch.full((src.shape[0], length), pad, dtype=torch.long, device=src.device)
     out[:, : tokens.shape[1]] = tokens
     return out

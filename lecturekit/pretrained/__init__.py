@@ -169,7 +169,7 @@ def recipe_task(name: str):
 def history(name: str):
     """The training history recorded when the shipped checkpoint ``name`` was built, as a
     ``lecturekit.training.History`` (``.plot()`` draws its curves)."""
-    from lecturekit.training.loop import History
+    from lecturekit.training.history import History
 
     recorded = load(name).metadata.get("history")
     if recorded is None:
