@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import lecturekit
 from lecturekit import Transformer, TransformerConfig
 
 
@@ -223,3 +224,38 @@ def test_float_masks_with_minus_inf_and_finite_biases_are_fine(model):
 
 def test_int32_ids_are_accepted(model):
     assert torch.equal(model(SRC.int(), TGT.int()), model(SRC, TGT))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: lecturekit.TrainConfig(epochs=0), ValueError, "epochs must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(epochs=2.0),
+            TypeError,
+            "epochs must be an int",
+        ),
+        (lambda: lecturekit.noam_lr(0, 8), ValueError, "step must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(schedule="cosine"),
+            ValueError,
+            "schedule must be one of",
+        ),
+        (
+            lambda: lecturekit.label_smoothed_nll(
+                torch.zeros(2, 5), torch.zeros(2, dtype=torch.long), smoothing=1.0
+            ),
+            ValueError,
+            r"smoothing must be in \[0.0, 1.0\)",
+        ),
+        (
+            lambda: lecturekit.greedy(None, None, 0),
+            ValueError,
+            "max_len must be >= 1, got 0",
+        ),
+    ],
+)
+def test_one_validation_style_across_the_package(call, error, words) -> None:
+    """Every part reports bad input the same way: '<name> must be <what>, got <value>'."""
+    with pytest.raises(error, match=words):
+        call()

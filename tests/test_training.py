@@ -66,7 +66,7 @@ def test_label_smoothed_nll_gradient_ignores_padding() -> None:
 
 
 def test_label_smoothed_nll_rejects_bad_input() -> None:
-    with pytest.raises(ValueError, match="logits/target"):
+    with pytest.raises(ValueError, match=r"logits must have shape \(\.\.\., V\)"):
         label_smoothed_nll(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="smoothing"):
         label_smoothed_nll(torch.zeros(2, 5), torch.zeros(2, dtype=torch.long), smoothing=1.0)
@@ -212,15 +212,15 @@ def test_small_config_and_small_train_config_defaults_and_overrides() -> None:
 @pytest.mark.parametrize(
     ("fields", "error", "pattern"),
     [
-        (dict(lr=float("inf")), ValueError, r"lr must be a finite number > 0, got inf"),
-        (dict(lr="1e-3"), TypeError, r"lr must be a finite number > 0, got str '1e-3'; write"),
+        (dict(lr=float("inf")), ValueError, r"lr must be a finite number, got inf"),
+        (dict(lr="1e-3"), TypeError, r"lr must be a number, got str \('1e-3'\); write lr=1e-3"),
         (dict(lr=float("nan")), ValueError, r"lr must be a finite"),
-        (dict(lr_factor=0), ValueError, r"lr_factor must be a finite number > 0, got 0"),
+        (dict(lr_factor=0), ValueError, r"lr_factor must be > 0.0, got 0"),
         (dict(betas=(0.9,)), ValueError, r"betas must be two numbers \(beta1, beta2\)"),
-        (dict(betas=(0.9, 1.0)), ValueError, r"betas\[1\] must be a number in \[0, 1\)"),
+        (dict(betas=(0.9, 1.0)), ValueError, r"betas\[1\] must be in \[0.0, 1.0\), got 1.0"),
         (dict(betas=0.9), ValueError, r"betas must be two numbers"),
-        (dict(epochs=True), TypeError, r"epochs must be a positive int, got bool"),
-        (dict(max_steps=True), TypeError, r"max_steps must be a positive int or None, got bool"),
+        (dict(epochs=True), TypeError, r"epochs must be an int, got bool"),
+        (dict(max_steps=True), TypeError, r"max_steps must be an int or None, got bool"),
         (dict(eval_every=0), ValueError, r"eval_every"),
         (dict(adam_eps=float("nan")), ValueError, r"adam_eps"),
         (dict(weight_decay=-1.0), ValueError, r"weight_decay"),

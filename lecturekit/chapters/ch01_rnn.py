@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from lecturekit._common import check_int
+
 __all__ = [
     "make_rnn_weights",
     "run_rnn",
@@ -24,13 +26,6 @@ __all__ = [
 ]
 
 _NONLINEARITIES = ("tanh", "linear")
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
 
 
 def make_rnn_weights(
@@ -44,8 +39,8 @@ def make_rnn_weights(
 
     Returns ``(w_h, w_x)`` of shapes ``(H, H)`` and ``(H, I)``.
     """
-    _check_positive("hidden_size", hidden_size)
-    _check_positive("input_size", input_size)
+    check_int("hidden_size", hidden_size, minimum=1)
+    check_int("input_size", input_size, minimum=1)
     if not gain > 0:
         raise ValueError(f"gain must be a positive number, got {gain}")
     generator = torch.Generator().manual_seed(seed)
@@ -111,8 +106,8 @@ def rnn_gradient_norms(
     Returns:
         float64 tensor ``(seq_len,)`` indexed by distance ``k = 0 .. seq_len - 1``.
     """
-    _check_positive("seq_len", seq_len)
-    _check_positive("batch_size", batch_size)
+    check_int("seq_len", seq_len, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
     w_h, w_x = make_rnn_weights(hidden_size, input_size, gain, seed=seed)
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(batch_size, seq_len, input_size, generator=generator, dtype=torch.float64)
@@ -147,8 +142,8 @@ def context_recoverability(
         float64 tensor ``(seq_len,)``: held-out R^2 (fraction of variance explained, clipped
         at 0) for each position ``t = 1 .. seq_len``.
     """
-    _check_positive("seq_len", seq_len)
-    _check_positive("n_samples", n_samples)
+    check_int("seq_len", seq_len, minimum=1)
+    check_int("n_samples", n_samples, minimum=1)
     if n_samples < 4 * (hidden_size + 1):
         raise ValueError(f"n_samples must be >= 4 * (hidden_size + 1), got {n_samples}")
     w_h, w_x = make_rnn_weights(hidden_size, input_size, gain, seed=seed)
@@ -181,9 +176,9 @@ def module_gradient_norms(
     :func:`rnn_gradient_norms`, in the module's dtype. Returns ``(seq_len,)`` indexed by the
     distance ``k`` from the last step.
     """
-    _check_positive("seq_len", seq_len)
-    _check_positive("input_size", input_size)
-    _check_positive("batch_size", batch_size)
+    check_int("seq_len", seq_len, minimum=1)
+    check_int("input_size", input_size, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
     if not getattr(module, "batch_first", False):
         raise ValueError("module must be batch first (construct it with batch_first=True)")
     dtype = next(module.parameters()).dtype

@@ -10,14 +10,9 @@ import math
 
 import torch
 
+from lecturekit._common import check_int
+
 __all__ = ["softmax_saturation"]
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
 
 
 def softmax_saturation(
@@ -35,9 +30,9 @@ def softmax_saturation(
         ``jacobian_norm``: Frobenius norm of the softmax Jacobian ``diag(p) - p p^T``, the
         factor every gradient reaching the scores is multiplied by (0 = no gradient).
     """
-    _check_positive("d_k", d_k)
-    _check_positive("n_keys", n_keys)
-    _check_positive("n_queries", n_queries)
+    check_int("d_k", d_k, minimum=1)
+    check_int("n_keys", n_keys, minimum=1)
+    check_int("n_queries", n_queries, minimum=1)
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(n_queries, 1, d_k, generator=generator, dtype=torch.float64)
     k = torch.randn(n_queries, n_keys, d_k, generator=generator, dtype=torch.float64)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from lecturekit._common import check_int
 from lecturekit.training.loop import Stopping, train_steps
 
 __all__ = [
@@ -29,13 +30,6 @@ __all__ = [
     "train_sequence_stack",
     "SequenceTagger",
 ]
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
 
 
 class _TanhBlock(nn.Module):
@@ -77,8 +71,8 @@ def deep_mlp_stack(
     sub-layer output + sub-layer input); otherwise ``tanh(W x + b)``. PyTorch's default
     ``nn.Linear`` initialisation is used for both, so the only difference is the skip path.
     """
-    _check_positive("depth", depth)
-    _check_positive("width", width)
+    check_int("depth", depth, minimum=1)
+    check_int("width", width, minimum=1)
     torch.manual_seed(seed)
     blocks = [_TanhBlock(width, residual) for _ in range(depth)]
     return DeepStack(blocks, nn.Linear(width, out_features))
@@ -92,8 +86,8 @@ def make_regression_data(
     The target is ``sin`` of a random projection plus a product of two coordinates, scaled to
     unit variance: non-linear, so a model must use its depth.
     """
-    _check_positive("n_samples", n_samples)
-    _check_positive("in_features", in_features)
+    check_int("n_samples", n_samples, minimum=1)
+    check_int("in_features", in_features, minimum=1)
     if in_features < 2:
         raise ValueError(f"in_features must be >= 2, got {in_features}")
     generator = torch.Generator().manual_seed(seed)
@@ -120,8 +114,8 @@ def train_regression(
     Mini-batches are drawn with a seeded generator; ``optimizer`` is ``"sgd"`` or ``"adam"``.
     Trains with the training loop's pieces (:func:`lecturekit.training.loop.train_steps`).
     """
-    _check_positive("steps", steps)
-    _check_positive("batch_size", batch_size)
+    check_int("steps", steps, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
     if x.shape[0] != y.shape[0]:
         raise ValueError(
             f"x and y must have the same number of rows, got {x.shape[0]} and {y.shape[0]}"
@@ -173,9 +167,9 @@ def make_reversal_batch(
     Solving it needs attention across positions (the label of position ``t`` is the token at
     ``T - 1 - t``) and positional information, so it exercises every part of an encoder.
     """
-    _check_positive("batch_size", batch_size)
-    _check_positive("seq_len", seq_len)
-    _check_positive("vocab_size", vocab_size)
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("seq_len", seq_len, minimum=1)
+    check_int("vocab_size", vocab_size, minimum=1)
     tokens = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
     return tokens, tokens.flip(1)
 
@@ -196,7 +190,7 @@ def train_sequence_stack(
     Returns the cross-entropy loss at every step (trained with
     :func:`lecturekit.training.loop.train_steps`, like :func:`train_regression`).
     """
-    _check_positive("steps", steps)
+    check_int("steps", steps, minimum=1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
 
@@ -227,8 +221,8 @@ class SequenceTagger(nn.Module):
         final_norm: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        _check_positive("vocab_size", vocab_size)
-        _check_positive("d_model", d_model)
+        check_int("vocab_size", vocab_size, minimum=1)
+        check_int("d_model", d_model, minimum=1)
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(max_len, d_model)
         self.layers = nn.ModuleList(layers)

@@ -61,7 +61,7 @@ class TransformerDecoder:
         for name in ("encode", "decode", "init_cache", "decode_step", "config"):
             if not hasattr(model, name):
                 raise TypeError(
-                    f"model: expected a lecturekit.Transformer (with .{name}), "
+                    f"model must be a lecturekit.Transformer (with .{name}), "
                     f"got {type(model).__name__}"
                 )
         self.model = model
@@ -76,7 +76,7 @@ class TransformerDecoder:
         """Encode ``src`` ``(B, S)`` once; the returned state has B rows."""
         if not isinstance(src, Tensor) or src.dim() != 2:
             raise ValueError(
-                f"src: expected a LongTensor of shape (B, S), got "
+                f"src must be a LongTensor of shape (B, S), got "
                 f"{tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__}"
             )
         if src_key_padding_mask is None:

@@ -52,7 +52,7 @@ class TableDecoder:
         default: Mapping[str, float] | None = None,
     ) -> None:
         if not isinstance(table, Mapping) or not table:
-            raise TypeError(f"table: expected a non-empty mapping, got {table!r}")
+            raise TypeError(f"table must be a non-empty mapping, got {table!r}")
         seen = {s for dist in table.values() for s in dist} - {self.EOS}
         if default is not None:
             seen |= set(default) - {self.EOS}
@@ -62,7 +62,7 @@ class TableDecoder:
         if missing := seen - set(symbols):
             raise ValueError(f"symbols: missing {sorted(missing)} used in table")
         if len(set(symbols)) != len(symbols) or self.EOS in symbols:
-            raise ValueError(f"symbols: expected distinct symbols without '<eos>', got {symbols}")
+            raise ValueError(f"symbols must be distinct and without '<eos>', got {symbols}")
         self.symbols = symbols
         self.itos = ["<pad>", "<bos>", self.EOS, *symbols]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
@@ -110,7 +110,7 @@ class TableDecoder:
         elif isinstance(src, Tensor):
             batch = src.shape[0]
         else:
-            raise TypeError(f"src: expected None, an int or a tensor, got {type(src).__name__}")
+            raise TypeError(f"src must be None, an int or a tensor, got {type(src).__name__}")
         return [None] * batch  # None: BOS not fed yet
 
     def step(self, tokens: Tensor, state: list) -> tuple[Tensor, list]:

@@ -93,7 +93,7 @@ class Recipe:
             or self.max_src_len < 1
         ):
             raise ValueError(
-                f"max_src_len: expected a positive int or None, got {self.max_src_len!r}"
+                f"max_src_len must be a positive int or None, got {self.max_src_len!r}"
             )
 
 
@@ -103,7 +103,7 @@ RECIPES: dict[str, Recipe] = {}
 def register(recipe: Recipe) -> Recipe:
     """Add ``recipe`` to the registry (a name may be registered once)."""
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}")
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
     if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
         raise ValueError(f"recipe: the name {recipe.name!r} is already registered")
     RECIPES[recipe.name] = recipe
@@ -126,7 +126,7 @@ def checkpoint_path(name: str) -> Path:
 
 def _recipe(name: str) -> Recipe:
     if name not in RECIPES:
-        raise ValueError(f"name: expected one of {sorted(RECIPES)}, got {name!r}")
+        raise ValueError(f"name must be one of {sorted(RECIPES)}, got {name!r}")
     return RECIPES[name]
 
 

@@ -92,9 +92,9 @@ def save_checkpoint(
 
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
-        raise TypeError(f"model: expected a lecturekit.Transformer, got {type(model).__name__}")
+        raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
     if metadata is not None and not isinstance(metadata, dict):
-        raise TypeError(f"metadata: expected a dict or None, got {type(metadata).__name__}")
+        raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
     if train_config is not None and hasattr(train_config, "to_dict"):
         train_config = train_config.to_dict()
     state_dict = model.state_dict()
@@ -148,7 +148,7 @@ def _plain(value: Any, name: str, _seen: tuple[int, ...] = ()) -> Any:
         return [_plain(v, f"{name}[{i}]", seen) for i, v in enumerate(value)]
     hint = " (convert with float(x) or x.item())" if hasattr(value, "item") else ""
     raise TypeError(
-        f"{name}: expected plain Python data (str, int, float, bool, None, lists, dicts, "
+        f"{name} must be plain Python data (str, int, float, bool, None, lists, dicts, "
         f"tensors), got {type(value).__module__}.{type(value).__qualname__}{hint}"
     )
 
@@ -302,7 +302,7 @@ def load_checkpoint(
     else:
         model = getattr(model, "module", model)
         if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
-            raise TypeError(f"model: expected a lecturekit.Transformer, got {type(model).__name__}")
+            raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
         _check_same_config(saved, model.config.to_dict())
         config = model.config
         _check_weights(model.state_dict(), payload["state_dict"], where)
@@ -324,7 +324,7 @@ def _device(map_location: Any) -> torch.device:
     """``map_location`` as a device this machine has, else a ValueError naming it."""
     if not isinstance(map_location, (str, torch.device)):
         raise TypeError(
-            f"map_location: expected a device name such as 'cpu' or 'cuda', got "
+            f"map_location must be a device name such as 'cpu' or 'cuda', got "
             f"{type(map_location).__name__}"
         )
     try:

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import check_bool, check_choice, check_int, check_number
+
 __all__ = [
     "check_train_config",
     "check_pairs",
@@ -38,67 +40,32 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 
 
-def _real(name: str, value: Any, low: float, high: float, what: str, optional: bool = False):
-    """``value`` must be an int or float (not a bool, not NaN) in ``[low, high]``."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        hint = f"; write {name}={value}" if isinstance(value, str) else ""
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}{hint}")
-    if not low <= value <= high:  # also False for NaN
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-
-
-def _count(name: str, value: Any, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    what = "a positive int" + (" or None" if optional else "")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-
-
 def check_train_config(config: Any) -> None:
-    """Raise ``TypeError`` / ``ValueError`` naming the first bad field of a ``TrainConfig``."""
-    big = math.inf
+    """Raise ``TypeError`` / ``ValueError`` naming the first bad field of a ``TrainConfig``
+    (the package's one style, :mod:`lecturekit._common`)."""
     for name in ("epochs", "batch_size", "warmup_steps"):
-        _count(name, getattr(config, name))
+        check_int(name, getattr(config, name), minimum=1)
     for name in ("max_steps", "eval_every", "valid_decode_max_len"):
-        _count(name, getattr(config, name), optional=True)
-    if config.schedule not in ("noam", "constant"):
-        raise ValueError(f"schedule must be 'noam' or 'constant', got {config.schedule!r}")
-    finite = "a finite number > 0"
+        check_int(name, getattr(config, name), minimum=1, optional=True)
+    check_choice("schedule", config.schedule, ("noam", "constant"))
     for name in ("lr", "lr_factor"):
-        _real(name, getattr(config, name), 0.0, math.nextafter(big, 0), finite)
-        if getattr(config, name) == 0:
-            raise ValueError(f"{name} must be {finite}, got 0")
+        check_number(name, getattr(config, name), minimum=0.0, exclusive=("minimum",))
     betas = config.betas
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"betas must be two numbers (beta1, beta2) in [0, 1), got {betas!r}")
     for i, beta in enumerate(betas):
-        _real(f"betas[{i}]", beta, 0.0, math.nextafter(1.0, 0), "a number in [0, 1)")
-    _real("adam_eps", config.adam_eps, 0.0, math.nextafter(big, 0), "a finite number >= 0")
-    _real("weight_decay", config.weight_decay, 0.0, math.nextafter(big, 0), "a finite number >= 0")
-    _real("label_smoothing", config.label_smoothing, 0.0, math.nextafter(1.0, 0), "in [0, 1)")
-    _real(
-        "clip_grad_norm",
-        config.clip_grad_norm,
-        0.0,
-        math.nextafter(big, 0),
-        f"{finite} or None",
-        True,
+        check_number(f"betas[{i}]", beta, 0.0, 1.0, exclusive=("maximum",))
+    check_number("adam_eps", config.adam_eps, minimum=0.0)
+    check_number("weight_decay", config.weight_decay, minimum=0.0)
+    check_number("label_smoothing", config.label_smoothing, 0.0, 1.0, exclusive=("maximum",))
+    check_number(
+        "clip_grad_norm", config.clip_grad_norm, 0.0, exclusive=("minimum",), optional=True
     )
-    if config.clip_grad_norm == 0:
-        raise ValueError(f"clip_grad_norm must be {finite} or None, got 0")
-    if isinstance(config.seed, bool) or not isinstance(config.seed, int):
-        raise TypeError(f"seed must be an int, got {type(config.seed).__name__} {config.seed!r}")
-    _real("max_seconds", config.max_seconds, 0.0, big, "a number > 0 or None", optional=True)
-    _real("target_exact_match", config.target_exact_match, 0.0, 1.0, "in [0, 1] or None", True)
-    if not isinstance(config.progress, bool):
-        raise TypeError(f"progress must be True or False, got {config.progress!r}")
-    if config.device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {config.device!r}")
+    check_int("seed", config.seed)
+    check_number("max_seconds", config.max_seconds, minimum=0.0, optional=True, finite=False)
+    check_number("target_exact_match", config.target_exact_match, 0.0, 1.0, optional=True)
+    check_bool("progress", config.progress)
+    check_choice("device", config.device, ("auto", "cpu", "cuda"))
 
 
 # --------------------------------------------------------------------------------------

@@ -192,7 +192,7 @@ def _as_batches(
         )
     if not isinstance(data, Iterable) or isinstance(data, str):
         raise TypeError(
-            f"{split}: expected a TaskData, a list of (src ids, tgt ids) pairs or an iterable "
+            f"{split} must be a TaskData, a list of (src ids, tgt ids) pairs or an iterable "
             f"of Batch, got {type(data).__name__}"
         )
     if split == "valid" and isinstance(data, Iterator):

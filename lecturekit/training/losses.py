@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lecturekit._common import check_choice, check_number
+
 __all__ = ["label_smoothed_nll"]
 
 
@@ -34,13 +36,11 @@ def label_smoothed_nll(
     """
     if logits.shape[:-1] != target.shape:
         raise ValueError(
-            f"logits/target: expected logits (..., V) with ... = target.shape, got "
+            f"logits must have shape (..., V) with ... = target.shape, got "
             f"{tuple(logits.shape)} and {tuple(target.shape)}"
         )
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing: expected a value in [0, 1), got {smoothing}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction: expected 'mean', 'sum' or 'none', got {reduction!r}")
+    check_number("smoothing", smoothing, 0.0, 1.0, exclusive=("maximum",))
+    check_choice("reduction", reduction, ("mean", "sum", "none"))
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     keep = torch.ones_like(target, dtype=torch.bool)
     if ignore_index is not None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import eval_mode
+from lecturekit._common import check_choice, check_int, check_number, eval_mode
 
 __all__ = ["ScheduledSampling", "teacher_forcing_prob", "mix_decoder_inputs"]
 
@@ -46,10 +46,8 @@ def teacher_forcing_prob(
     - ``"inverse_sigmoid"``: ``max(min_prob, k / (k + exp(step / k)))`` with ``k >= 1``
       (e.g. ``k = 300``: ε stays near 1 for a while, then falls around step ``k ln k``).
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule: expected one of {SCHEDULES}, got {schedule!r}")
-    if step < 0:
-        raise ValueError(f"step: expected >= 0, got {step}")
+    check_choice("schedule", schedule, SCHEDULES)
+    check_int("step", step, minimum=0)
     if schedule == "linear":
         eps = k - c * step
     elif schedule == "exponential":
@@ -83,8 +81,7 @@ class ScheduledSampling:
 
     def __post_init__(self) -> None:
         teacher_forcing_prob(0, self.schedule, self.k, self.c, self.min_prob)  # validates
-        if not 0.0 <= self.min_prob <= 1.0:
-            raise ValueError(f"min_prob: expected a value in [0, 1], got {self.min_prob}")
+        check_number("min_prob", self.min_prob, 0.0, 1.0)
 
     def teacher_prob(self, step: int) -> float:
         """``ε_i`` at training step ``step`` (0-based)."""
@@ -116,8 +113,7 @@ def mix_decoder_inputs(
     Returns:
         ``(B, T)`` mixed decoder input; position 0 (BOS) is always gold.
     """
-    if not 0.0 <= teacher_prob <= 1.0:
-        raise ValueError(f"teacher_prob: expected a probability in [0, 1], got {teacher_prob}")
+    check_number("teacher_prob", teacher_prob, 0.0, 1.0)
     if teacher_prob == 1.0:
         return tgt_in
     with eval_mode(model):  # predictions without dropout noise

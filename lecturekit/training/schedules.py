@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lecturekit._common import check_int
+
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.training.config import TrainConfig
 
@@ -18,17 +20,15 @@ def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1
     ``factor * (d_model * warmup_steps) ** -0.5`` and then decays as ``1 / sqrt(step)``.
     ``step`` counts from 1 (the first optimiser step).
     """
-    if step < 1:
-        raise ValueError(f"step: expected >= 1 (steps count from 1), got {step}")
-    if warmup_steps < 1 or d_model < 1:
-        raise ValueError(f"warmup_steps, d_model: expected >= 1, got {warmup_steps}, {d_model}")
+    check_int("step", step, minimum=1)  # steps count from 1
+    check_int("d_model", d_model, minimum=1)
+    check_int("warmup_steps", warmup_steps, minimum=1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 def constant_lr(step: int, lr: float) -> float:
     """A constant learning rate (the schedule to compare warmup against)."""
-    if step < 1:
-        raise ValueError(f"step: expected >= 1 (steps count from 1), got {step}")
+    check_int("step", step, minimum=1)  # steps count from 1
     return lr
 
 
