@@ -8,20 +8,9 @@ from lecturekit import Transformer, TransformerConfig
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        11,
-        13,
-        d_model=8,
-        n_heads=2,
-        d_ff=12,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        max_len=6,
-        positional="learned",
-    )
-    return Transformer(config).eval()
+def model(make_tiny_model):
+    sizes = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=8, d_ff=12, dropout=0.1)
+    return make_tiny_model(**sizes, max_len=6, positional="learned")
 
 
 SRC = torch.randint(3, 11, (2, 4))

@@ -264,21 +264,8 @@ def test_largest_length_penalty_still_ranks() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_model():
-    from lecturekit import Transformer, TransformerConfig
-
-    torch.manual_seed(0)
-    cfg = TransformerConfig(
-        src_vocab_size=9,
-        tgt_vocab_size=6,
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_encoder_layers=1,
-        n_decoder_layers=2,
-        dropout=0.0,
-    )
-    model = Transformer(cfg).eval()
+def sharp_model(make_tiny_model):
+    model = make_tiny_model(src_vocab_size=9, tgt_vocab_size=6, n_decoder_layers=2, max_len=512)
     # sharpen the output layer so the distributions are far from uniform
     with torch.no_grad():
         for p in model.parameters():
@@ -287,8 +274,8 @@ def tiny_model():
     return model, src
 
 
-def test_transformer_cached_equals_uncached(tiny_model) -> None:
-    model, src = tiny_model
+def test_transformer_cached_equals_uncached(sharp_model) -> None:
+    model, src = sharp_model
     cached = greedy(model, src, 6)
     uncached = greedy(model, src, 6, use_cache=False)
     assert torch.equal(cached.tokens, uncached.tokens)
@@ -300,8 +287,8 @@ def test_transformer_cached_equals_uncached(tiny_model) -> None:
         assert [h.score for h in r1] == pytest.approx([h.score for h in r2], rel=1e-5, abs=1e-4)
 
 
-def test_transformer_beam_scores_match_teacher_forced_log_probs(tiny_model) -> None:
-    model, src = tiny_model
+def test_transformer_beam_scores_match_teacher_forced_log_probs(sharp_model) -> None:
+    model, src = sharp_model
     for b, hyps in enumerate(beam_search(model, src, 3, 5, n_best=3).hypotheses):
         for hyp in hyps:
             tgt_in = torch.tensor([[model.config.bos_id, *hyp.tokens[:-1]]])
@@ -310,8 +297,8 @@ def test_transformer_beam_scores_match_teacher_forced_log_probs(tiny_model) -> N
             assert hyp.log_prob == pytest.approx(expected, abs=1e-4)
 
 
-def test_transformer_wide_beam_equals_exhaustive(tiny_model) -> None:
-    model, src = tiny_model
+def test_transformer_wide_beam_equals_exhaustive(sharp_model) -> None:
+    model, src = sharp_model
     exact = exhaustive_search(model, src, 3, n_best=2).hypotheses
     wide = beam_search(model, src, beam_size=27, max_len=3, n_best=2).hypotheses
     for e, w in zip(exact, wide, strict=True):
@@ -319,8 +306,8 @@ def test_transformer_wide_beam_equals_exhaustive(tiny_model) -> None:
         assert [h.score for h in e] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
 
 
-def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(tiny_model) -> None:
-    model, src = tiny_model
+def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(sharp_model) -> None:
+    model, src = sharp_model
     tokens = greedy(model, src, 6).tokens
     for b, hyps in enumerate(beam_search(model, src, 1, 6).hypotheses):
         assert hyps[0].tokens == [t for t in tokens[b].tolist() if t != model.config.pad_id]
@@ -330,8 +317,8 @@ def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(tiny_model) -> 
     assert TransformerDecoder(model).vocab_size == 6
 
 
-def test_every_strategy_returns_one_result_type(tiny_model) -> None:
-    model, src = tiny_model
+def test_every_strategy_returns_one_result_type(sharp_model) -> None:
+    model, src = sharp_model
     results = [
         greedy(model, src, 4),
         sample(model, src, 4, seed=0),
@@ -344,14 +331,8 @@ def test_every_strategy_returns_one_result_type(tiny_model) -> None:
         assert result.scores.shape == (2,) and result.scores.dtype == torch.float64
 
 
-def test_sequence_log_prob_scores_without_dropout() -> None:
-    from lecturekit import Transformer, TransformerConfig
-
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        9, 6, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, dropout=0.5
-    )
-    model = Transformer(config)
+def test_sequence_log_prob_scores_without_dropout(make_tiny_model) -> None:
+    model = make_tiny_model(dropout=0.5)
     src, tokens = torch.tensor([[4, 5, 6]]), [3, 4, 2]
     expected = sequence_log_prob(model.eval(), src, tokens)
     model.train()

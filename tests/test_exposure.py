@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-from lecturekit import Transformer, TransformerConfig
 from lecturekit.chapters.ch06_exposure import (
     error_after_mistake,
     exposure_report,
@@ -54,23 +53,6 @@ def test_error_after_mistake_rejects_bad_input():
         )
     with pytest.raises(TypeError, match="dtype"):
         error_after_mistake(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))
-
-
-@pytest.fixture(scope="module")
-def tiny_model():
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        src_vocab_size=9,
-        tgt_vocab_size=9,
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        dropout=0.0,
-        max_len=16,
-    )
-    return Transformer(config).eval()
 
 
 def test_predictions_agree_with_model_and_greedy(tiny_model):
