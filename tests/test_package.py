@@ -242,3 +242,19 @@ def test_kernels_status_does_not_hide_unrelated_import_errors(
     monkeypatch.setattr(environment.importlib, "import_module", broken)
     with pytest.raises(ModuleNotFoundError, match="numpy_typo"):
         environment._kernels_status(cuda_available=False)
+
+
+def test_readme_package_map_matches_the_tree() -> None:
+    """Every folder of lecturekit has a row in the README's package map, and every module of
+    the folders the map details is named in its row."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Package map", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)/` \| (.*?) \|", section, flags=re.MULTILINE)
+    }
+    folders = {m.name for m in pkgutil.iter_modules(lecturekit.__path__) if m.ispkg}
+    assert set(rows) == folders
+    for folder in ("model", "training", "decoding", "chapters", "book"):
+        named = set(re.findall(r"`(\w+)`", rows[folder]))
+        assert set(_modules(f"lecturekit.{folder}")) <= named, folder
