@@ -71,12 +71,8 @@ def exports(package: str, lift: tuple[str, ...] = ()) -> dict[str, str]:
         if (folder / f"{name}.py").is_file():
             add(static_all(folder / f"{name}.py"), f"{package}.{name}")
     for name in lift:
-        add(exports(f"{package}.{name}", _lifted(f"{package}.{name}")), f"{package}.{name}")
+        add(exports(f"{package}.{name}"), f"{package}.{name}")
     return owner
-
-
-def _lifted(package: str) -> tuple[str, ...]:
-    return tuple(getattr(importlib.import_module(package), "_LIFT", ()))
 
 
 def attach(

@@ -51,6 +51,18 @@ def test_import_is_silent_fast_and_lazy() -> None:
     assert measured["elapsed"] < 1.0, f"import lecturekit took {measured['elapsed']:.2f} s"
 
 
+def test_listing_names_and_torch_free_names_do_not_import_torch() -> None:
+    probe = (
+        "import sys, lecturekit\n"
+        "names = lecturekit.__all__, dir(lecturekit), dir(lecturekit.model)\n"
+        "lecturekit.make_task, lecturekit.data.make_task, lecturekit.chapters.ch04_nat\n"
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
 def test_version_matches_metadata_and_pyproject() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     declared = re.search(r'^version = "([^"]+)"$', pyproject, flags=re.MULTILINE)
