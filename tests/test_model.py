@@ -206,3 +206,43 @@ def test_properties_on_random_configs(config, cut, seed):
         cache = model.init_cache(model.encode(src))
         steps = torch.stack([model.decode_step(tgt[:, t], cache) for t in range(5)], dim=1)
         torch.testing.assert_close(steps, logits, atol=1e-5, rtol=0)
+
+
+TORCH_MASK_ORDER = [
+    "src_mask",
+    "mask",  # nn.TransformerEncoder's name for its src_mask
+    "attn_mask",
+    "tgt_mask",
+    "memory_mask",
+    "src_key_padding_mask",
+    "key_padding_mask",
+    "tgt_key_padding_mask",
+    "memory_key_padding_mask",
+]
+
+
+def test_masks_are_keyword_only_and_in_torchs_order() -> None:
+    import inspect
+
+    from lecturekit.model import attention, interop, layers, masks, transformer
+
+    functions = [
+        transformer.Transformer.forward,
+        transformer.Transformer.encode,
+        transformer.Transformer.decode,
+        layers.Encoder.forward,
+        layers.Decoder.forward,
+        layers.EncoderLayer.forward,
+        layers.DecoderLayer.forward,
+        attention.MultiHeadAttention.forward,
+        attention.MultiHeadAttention.attend,
+        masks.merge_masks,
+        interop.EncoderDecoder.forward,
+    ]
+    for function in functions:
+        params = inspect.signature(function).parameters.values()
+        found = [p for p in params if p.name in TORCH_MASK_ORDER]
+        assert found, function.__qualname__
+        assert all(p.kind is p.KEYWORD_ONLY for p in found), function.__qualname__
+        order = [TORCH_MASK_ORDER.index(p.name) for p in found]
+        assert order == sorted(order), function.__qualname__
