@@ -163,7 +163,9 @@ X = torch.zeros(2, 4, 8)
             r"memory must be a floating point",
         ),
         (
-            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.zeros(2, 3, dtype=BOOL)),
+            lambda m: m.init_cache(
+                torch.zeros(2, 4, 8), memory_key_padding_mask=torch.zeros(2, 3, dtype=BOOL)
+            ),
             ValueError,
             r"memory_key_padding_mask must have shape \(B, S\)=\(2, 4\)",
         ),

@@ -30,7 +30,7 @@ def test_cached_steps_equal_full_recomputation(overrides, make_tiny_model):
     with torch.no_grad():
         full = model(src, tgt)  # (B, T, V)
         memory = model.encode(src)
-        cache = model.init_cache(memory, src == 0)
+        cache = model.init_cache(memory, memory_key_padding_mask=src == 0)
         assert len(cache) == 0 and cache.batch_size == 3
         for t in range(tgt.size(1)):
             step = model.decode_step(tgt[:, t], cache)
@@ -45,7 +45,7 @@ def test_index_select_reorders_rows(make_tiny_model):
     src, tgt = data()
     with torch.no_grad():
         memory = model.encode(src)
-        cache = model.init_cache(memory, src == 0)
+        cache = model.init_cache(memory, memory_key_padding_mask=src == 0)
         for t in range(3):
             model.decode_step(tgt[:, t], cache)
         index = torch.tensor([2, 2, 0, 1])
@@ -65,11 +65,11 @@ def test_expanding_sources_to_beams_matches_repeated_input(make_tiny_model):
     src, tgt = data(batch=2)
     beams = 3
     with torch.no_grad():
-        cache = model.init_cache(model.encode(src), src == 0).index_select(
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0).index_select(
             torch.arange(2).repeat_interleave(beams)
         )
         repeated = src.repeat_interleave(beams, dim=0)
-        direct = model.init_cache(model.encode(repeated), repeated == 0)
+        direct = model.init_cache(model.encode(repeated), memory_key_padding_mask=repeated == 0)
         a = model.decode_step(tgt[:, 0].repeat_interleave(beams), cache)
         b = model.decode_step(tgt[:, 0].repeat_interleave(beams), direct)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=0)

@@ -237,6 +237,7 @@ def test_masks_are_keyword_only_and_in_torchs_order() -> None:
         attention.MultiHeadAttention.forward,
         attention.MultiHeadAttention.attend,
         masks.merge_masks,
+        transformer.Transformer.init_cache,
         interop.EncoderDecoder.forward,
     ]
     for function in functions:

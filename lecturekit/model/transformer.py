@@ -298,7 +298,9 @@ class Transformer(nn.Module):
             tgt, memory, **decoder_masks, tgt_is_causal=tgt_is_causal, need_weights=need_weights
         )
 
-    def init_cache(self, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> KVCache:
+    def init_cache(
+        self, memory: Tensor, *, memory_key_padding_mask: Tensor | None = None
+    ) -> KVCache:
         """Start incremental decoding from memory ``(B, S, D)``: empty self-attention cache,
         cross-attention keys/values of every decoder layer computed once."""
         self._check_memory(memory, None)
