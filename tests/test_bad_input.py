@@ -73,7 +73,9 @@ X = torch.zeros(2, 4, 8)
             r"tgt_mask holds 3e\+38.*at most 10000",
         ),
         (
-            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.full((2, 4), NAN)),
+            lambda m: m.init_cache(
+                torch.zeros(2, 4, 8), memory_key_padding_mask=torch.full((2, 4), NAN)
+            ),
             ValueError,
             r"memory_key_padding_mask holds NaN",
         ),

@@ -8,9 +8,10 @@ message, not deep inside a matrix multiplication.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from lecturekit._common import check_bool, check_choice, check_int, check_number
 
 __all__ = [
     "ATTENTION_BACKENDS",
@@ -68,35 +69,24 @@ class TransformerConfig:
             "d_ff",
             "max_len",
         ):
-            _check_int(name, getattr(self, name), minimum=1)
+            check_int(name, getattr(self, name), minimum=1)
         # zero encoder layers is a model without an encoder (memory = the embeddings); zero
         # decoder layers would make the output ignore the source entirely
-        _check_int("n_encoder_layers", self.n_encoder_layers, minimum=0)
-        _check_int("n_decoder_layers", self.n_decoder_layers, minimum=1)
+        check_int("n_encoder_layers", self.n_encoder_layers, minimum=0)
+        check_int("n_decoder_layers", self.n_decoder_layers, minimum=1)
         for name in ("norm_first", "tie_embeddings", "share_vocab"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(
-                    f"{name} must be a bool, got {type(getattr(self, name)).__name__} "
-                    f"({getattr(self, name)!r})"
-                )
+            check_bool(name, getattr(self, name))
         if self.d_model % self.n_heads != 0:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got d_model={self.d_model} and "
                 f"n_heads={self.n_heads} (remainder {self.d_model % self.n_heads})"
             )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
-            raise TypeError(f"dropout must be a float, got {type(self.dropout).__name__}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        eps = self.layer_norm_eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-            raise TypeError(f"layer_norm_eps must be a float, got {type(eps).__name__} ({eps!r})")
-        if not 0 < eps < math.inf:
-            raise ValueError(f"layer_norm_eps must be a positive finite float, got {eps!r}")
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_choice("positional", self.positional, POSITIONAL_ENCODINGS)
-        _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
-        _check_choice("layernorm_backend", self.layernorm_backend, LAYERNORM_BACKENDS)
+        check_number("dropout", self.dropout, 0.0, 1.0, exclusive=("maximum",))
+        check_number("layer_norm_eps", self.layer_norm_eps, minimum=0.0, exclusive=("minimum",))
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("positional", self.positional, POSITIONAL_ENCODINGS)
+        check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        check_choice("layernorm_backend", self.layernorm_backend, LAYERNORM_BACKENDS)
         if self.positional == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(
                 f"sinusoidal positions pair a sine and a cosine, so d_model must be even, "
@@ -107,9 +97,13 @@ class TransformerConfig:
                 "share_vocab=True needs src_vocab_size == tgt_vocab_size, got "
                 f"src_vocab_size={self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}"
             )
-        _check_int("pad_id", self.pad_id, minimum=0)
-        _check_int("bos_id", self.bos_id, minimum=0)
-        _check_int("eos_id", self.eos_id, minimum=0)
+        self._check_vocabulary_ids()
+
+    def _check_vocabulary_ids(self) -> None:
+        """pad_id, bos_id and eos_id: ints inside their vocabularies, all different."""
+        check_int("pad_id", self.pad_id, minimum=0)
+        check_int("bos_id", self.bos_id, minimum=0)
+        check_int("eos_id", self.eos_id, minimum=0)
         smaller = "src" if self.src_vocab_size < self.tgt_vocab_size else "tgt"
         vocab_limits = {
             "pad_id": (f"{smaller}_vocab_size", getattr(self, f"{smaller}_vocab_size")),
@@ -163,13 +157,6 @@ class TransformerConfig:
         return cls.paper_base(vocab_size, **fields)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
 def _check_special_ids(pad_id: int, bos_id: int, eos_id: int) -> None:
     """PAD must differ from BOS and EOS (BOS == EOS is allowed: one separator token)."""
     if pad_id == eos_id:
@@ -182,8 +169,3 @@ def _check_special_ids(pad_id: int, bos_id: int, eos_id: int) -> None:
             f"pad_id and bos_id must differ, got both {pad_id}: the padding mask would hide "
             "the BOS token that starts every target; use e.g. pad_id=0, bos_id=1, eos_id=2"
         )
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
