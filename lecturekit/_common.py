@@ -86,8 +86,11 @@ def check_number(
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         hint = f"; write {name}={value}" if isinstance(value, str) else ""
         raise TypeError(f"{name} must be {what}, got {type(value).__name__} ({value!r}){hint}")
-    if math.isnan(value) or (finite and math.isinf(value)):
+    # every comparison with NaN is False, so no range check below would catch it
+    if finite and not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if math.isnan(value):
+        raise ValueError(f"{name} must be a number, not NaN, got {value!r}")
     _check_range(name, value, minimum, maximum, tuple(exclusive))
 
 
