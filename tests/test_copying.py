@@ -169,3 +169,24 @@ def test_toy_model_decodes_with_the_package_greedy():
     for b in range(2):
         n = int((tokens[b] != 0).sum())  # up to and including EOS, PAD after it
         assert tokens[b, :n].tolist() == log_probs[b, :n].argmax(-1).tolist()
+
+
+def test_train_toy_trains_through_the_loop_pieces(monkeypatch):
+    """The toy model has no loop of its own: each step is one lecturekit.training update."""
+    from lecturekit.chapters import ch06_copy
+    from lecturekit.training import loop
+
+    updates, real_update = [], loop.update
+
+    def spy(optimizer, loss, **kwargs):
+        updates.append(loss.item())
+        return real_update(optimizer, loss, **kwargs)
+
+    monkeypatch.setattr(loop, "update", spy)  # what train_steps calls
+    torch.manual_seed(0)
+    model = AttentionToySeq2Seq(len(GREETING_VOCAB), d_model=8, max_len=8)
+    names = torch.arange(8, 12)
+    history = train_toy(model, lambda g: greeting_batch(g, names, 4), steps=3, guided_weight=1.0)
+    assert len(updates) == 3 and len(history) == 3
+    # the update minimises cross-entropy + guided loss; the history reports the cross-entropy
+    assert all(u > h for u, h in zip(updates, history, strict=True))
