@@ -173,7 +173,6 @@ def test_toy_model_decodes_with_the_package_greedy():
 
 def test_train_toy_trains_through_the_loop_pieces(monkeypatch):
     """The toy model has no loop of its own: each step is one lecturekit.training update."""
-    from lecturekit.chapters import ch06_copy
     from lecturekit.training import loop
 
     updates, real_update = [], loop.update
