@@ -39,7 +39,7 @@ def test_reference_is_causal_equals_torch_sdpa(tq: int, tk: int) -> None:
     by_mask, _ = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(tq, tk))
     torch.testing.assert_close(by_mask, expected)
     merged = merge_masks((2, 3, tq, tk), torch.float64, q.device, is_causal=True)
-    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, merged)[0], expected)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, attn_mask=merged)[0], expected)
 
 
 @pytest.mark.parametrize(("tq", "tk"), [(1, 4), (2, 5), (4, 4)])
@@ -48,7 +48,7 @@ def test_lower_right_equals_torch_causal_lower_right(tq: int, tk: int) -> None:
     q, k, v = qkv(tq, tk, seed=1)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.causal_lower_right(tq, tk))
     mask = causal_mask(tq, tk, lower_right=True)
-    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask)[0], expected)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, attn_mask=mask)[0], expected)
 
 
 @pytest.mark.parametrize(("tq", "tk"), SHAPES)

@@ -254,7 +254,7 @@ class AttentionToySeq2Seq(nn.Module):
     # -- the step protocol of lecturekit.decoding, so lecturekit.decoding.greedy decodes it --
     bos_id, eos_id = 1, 2
 
-    def start(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple:
+    def start(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> tuple:
         """Decoding state: the sources ``(B, S)`` and the tokens fed so far ``(B, 0)``."""
         return src, src.new_empty(src.shape[0], 0)
 

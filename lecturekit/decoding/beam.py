@@ -192,7 +192,7 @@ def beam_search(
     alpha, k = float(length_penalty), beam_size
     dec = as_decoder(model, use_cache=use_cache)
     with eval_mode(model):
-        state, batch, device = start(dec, src, src_key_padding_mask)
+        state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         # expand every source to k beam rows: row b * k + j is beam j of source b
         state = dec.select(state, torch.arange(batch, device=device).repeat_interleave(k))
         scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
@@ -261,7 +261,7 @@ def exhaustive_search(
     alpha = float(length_penalty)
     dec = as_decoder(model)
     with eval_mode(model):
-        state, batch, device = start(dec, src, src_key_padding_mask)
+        state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         rows = list(range(batch))  # source of each open prefix
         prefixes: list[list[int]] = [[] for _ in range(batch)]
         scores = [0.0] * batch

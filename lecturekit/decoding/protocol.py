@@ -2,7 +2,7 @@
 
 A strategy (greedy, sampling, beam search) needs three methods of a model::
 
-    state = decoder.start(src, src_key_padding_mask)      # B sources -> state with B rows
+    state = decoder.start(src, src_key_padding_mask=m)   # B sources -> state with B rows
     log_probs, state = decoder.step(tokens, state)        # tokens (N,) -> log-probs (N, V)
     state = decoder.select(state, index)                  # keep / repeat / reorder rows
 
@@ -32,7 +32,7 @@ class IncrementalDecoder(Protocol):
     pad_id: int
     vocab_size: int
 
-    def start(self, src: Any, src_key_padding_mask: Tensor | None = None) -> Any: ...
+    def start(self, src: Any, *, src_key_padding_mask: Tensor | None = None) -> Any: ...
 
     def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
 
@@ -72,7 +72,9 @@ class TransformerDecoder:
         self.pad_id = int(cfg.pad_id)
         self.vocab_size = int(cfg.tgt_vocab_size)
 
-    def start(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> _TransformerState:
+    def start(
+        self, src: Tensor, *, src_key_padding_mask: Tensor | None = None
+    ) -> _TransformerState:
         """Encode ``src`` ``(B, S)`` once; the returned state has B rows."""
         if not isinstance(src, Tensor) or src.dim() != 2:
             raise ValueError(

@@ -62,9 +62,9 @@ def forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
     return log_probs
 
 
-def start(dec: IncrementalDecoder, src: Any, src_key_padding_mask: Tensor | None) -> tuple:
+def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:
     """``(state, batch size, device)`` of a decoding run over ``src``."""
-    state = dec.start(src, src_key_padding_mask)
+    state = dec.start(src, src_key_padding_mask=src_key_padding_mask)
     if isinstance(state, list):
         batch = len(state)
     elif isinstance(src, Tensor):
@@ -123,7 +123,7 @@ def _token_by_token(
     check_bool("use_cache", use_cache)
     dec = as_decoder(model, use_cache=use_cache)
     with eval_mode(model):
-        state, batch, device = start(dec, src, src_key_padding_mask)
+        state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         tokens = torch.full((batch,), dec.bos_id, dtype=torch.long, device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         scores = torch.zeros(batch, dtype=torch.float64, device=device)
@@ -241,7 +241,7 @@ def sequence_log_prob(model: Any, src: Any, tokens: Sequence[int] | Tensor) -> f
     dec = as_decoder(model)
     total = 0.0
     with eval_mode(model):
-        state, _, device = start(dec, src, None)
+        state, _, device = start(dec, src, src_key_padding_mask=None)
         for prev, tok in zip(itertools.chain([dec.bos_id], tokens), tokens, strict=False):
             log_probs, state = dec.step(torch.tensor([prev], device=device), state)
             total += float(log_probs[0, tok])

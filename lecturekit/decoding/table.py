@@ -102,7 +102,7 @@ class TableDecoder:
         ids = ids.tolist() if isinstance(ids, Tensor) else ids
         return sep.join(self.itos[i] for i in ids if i > self.eos_id)
 
-    def start(self, src: Any = None, src_key_padding_mask: Tensor | None = None) -> list[tuple]:
+    def start(self, src: Any = None, *, src_key_padding_mask: Tensor | None = None) -> list[tuple]:
         if src is None:
             batch = 1
         elif isinstance(src, int):

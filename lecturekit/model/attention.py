@@ -55,6 +55,7 @@ def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
+    *,
     attn_mask: Tensor | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
@@ -213,7 +214,9 @@ class MultiHeadAttention(nn.Module):
             if _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
                 mask, dead = fully_masked_rows(mask)  # (B|1, H|1, Tq, 1) or None
             if backend == "math":
-                out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+                out, weights = scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=dropout_p
+                )
             else:
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
             if dead is not None:  # defined result for queries that may see nothing: zeros
