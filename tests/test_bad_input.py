@@ -5,6 +5,7 @@ import torch
 
 import lecturekit
 from lecturekit import Transformer, TransformerConfig
+from lecturekit.chapters import ch01_rnn, ch04_nat, ch06_copy
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +247,27 @@ def test_int32_ids_are_accepted(model):
             ValueError,
             "max_len must be >= 1, got 0",
         ),
+        # the chapter experiments report bad input the same way
+        (lambda: ch06_copy.guided_attention_penalty(3, 4, g=NAN), ValueError, "g must be a finite"),
+        (  # g = 0 would divide by zero: a NaN loss, not an error
+            lambda: ch06_copy.guided_attention_loss(
+                torch.full((1, 2, 2), 0.5), torch.tensor([2]), torch.tensor([2]), g=0.0
+            ),
+            ValueError,
+            r"g must be > 0, got 0.0",
+        ),
+        (lambda: ch06_copy.AttentionToySeq2Seq(0), ValueError, "vocab_size must be >= 1, got 0"),
+        (
+            lambda: ch06_copy.stretch_batch(torch.Generator(), min_len=5, max_len=3),
+            ValueError,
+            "max_len must be >= 5, got 3",
+        ),
+        (
+            lambda: ch04_nat.NonAutoregressiveTable.fit([["a"]]).sample(2.0),
+            TypeError,
+            "n must be an int",
+        ),
+        (lambda: ch01_rnn.make_rnn_weights(4, 2, gain=0.0), ValueError, "gain must be > 0"),
     ],
 )
 def test_one_validation_style_across_the_package(call, error, words) -> None:

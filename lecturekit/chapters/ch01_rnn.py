@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from lecturekit._common import check_int
+from lecturekit._common import check_int, check_number
 
 __all__ = [
     "make_rnn_weights",
@@ -41,8 +41,7 @@ def make_rnn_weights(
     """
     check_int("hidden_size", hidden_size, minimum=1)
     check_int("input_size", input_size, minimum=1)
-    if not gain > 0:
-        raise ValueError(f"gain must be a positive number, got {gain}")
+    check_number("gain", gain, minimum=0, exclusive=("minimum",))
     generator = torch.Generator().manual_seed(seed)
     q, r = torch.linalg.qr(
         torch.randn(hidden_size, hidden_size, generator=generator, dtype=torch.float64)

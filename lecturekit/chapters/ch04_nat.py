@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from lecturekit._common import check_int
+
 __all__ = ["EOS", "AutoregressiveTable", "NonAutoregressiveTable", "valid_fraction"]
 
 EOS = "<eos>"
@@ -58,10 +60,8 @@ def _validate_targets(targets: Sequence[Sequence[str]]) -> list[Output]:
 
 
 def _check_sample_args(n: int, seed: int) -> None:
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    check_int("n", n, minimum=0)
+    check_int("seed", seed)
 
 
 def _draw(dist: dict[K, float], rng: random.Random) -> K:

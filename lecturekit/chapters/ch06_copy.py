@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lecturekit._common import check_bool, check_int, check_number
 from lecturekit.model.attention import scaled_dot_product_attention
 from lecturekit.training.loop import Stopping, train_steps
 
@@ -117,11 +118,9 @@ def guided_attention_penalty(tgt_len: int, src_len: int, g: float = 0.2) -> Tens
     Returns:
         ``(T, S)`` float tensor.
     """
-    for name, value in (("tgt_len", tgt_len), ("src_len", src_len)):
-        if not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if not g > 0:
-        raise ValueError(f"g must be positive, got {g!r}")
+    check_int("tgt_len", tgt_len, minimum=1)
+    check_int("src_len", src_len, minimum=1)
+    check_number("g", g, minimum=0, exclusive=("minimum",))
     t = torch.arange(tgt_len, dtype=torch.float32).unsqueeze(1) / tgt_len  # (T, 1)
     s = torch.arange(src_len, dtype=torch.float32).unsqueeze(0) / src_len  # (1, S)
     return 1.0 - torch.exp(-((s - t) ** 2) / (2 * g * g))
@@ -141,6 +140,7 @@ def guided_attention_loss(
     Returns:
         Scalar tensor, differentiable with respect to ``attention``.
     """
+    check_number("g", g, minimum=0, exclusive=("minimum",))
     _check_long("tgt_lengths", tgt_lengths, 1)
     _check_long("src_lengths", src_lengths, 1)
     if attention.dim() != 3:
@@ -188,11 +188,11 @@ class AttentionToySeq2Seq(nn.Module):
         pad_id: int = 0,
     ) -> None:
         super().__init__()
-        if vocab_size <= 0 or d_model <= 0 or max_len <= 0:
-            raise ValueError(
-                f"vocab_size, d_model and max_len must be positive, got "
-                f"{vocab_size}, {d_model}, {max_len}"
-            )
+        check_int("vocab_size", vocab_size, minimum=1)
+        check_int("d_model", d_model, minimum=1)
+        check_int("max_len", max_len, minimum=1)
+        check_bool("copy", copy)
+        check_int("pad_id", pad_id, 0, vocab_size - 1)
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.copy, self.pad_id = copy, pad_id
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -294,10 +294,11 @@ def train_toy(
     Returns:
         The cross-entropy of every step.
     """
-    if steps <= 0:
-        raise ValueError(f"steps must be positive, got {steps}")
-    if guided_weight < 0:
-        raise ValueError(f"guided_weight must be >= 0, got {guided_weight}")
+    check_int("steps", steps, minimum=1)
+    check_number("lr", lr, minimum=0, exclusive=("minimum",))
+    check_number("guided_weight", guided_weight, minimum=0)
+    check_number("g", g, minimum=0, exclusive=("minimum",))
+    check_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
 
@@ -344,8 +345,7 @@ def greeting_batch(
         raise ValueError(
             f"names must be name-character ids in [{_NAME_OFFSET}, {len(GREETING_VOCAB)})"
         )
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    check_int("batch_size", batch_size, minimum=1)
     lengths = torch.randint(1, 4, (batch_size,), generator=generator)
     picks = names[torch.randint(len(names), (batch_size, 3), generator=generator)]
     src = torch.zeros(batch_size, 6, dtype=torch.long)
@@ -377,11 +377,11 @@ def stretch_batch(
         ``src (B, max_len)``, ``tgt_in (B, repeat*max_len+1)``, ``tgt_out`` (same) and
         ``src_lengths (B,)``.
     """
-    if not 1 <= min_len <= max_len or repeat < 1 or vocab_size <= 3 or batch_size <= 0:
-        raise ValueError(
-            f"need 1 <= min_len <= max_len, repeat >= 1, vocab_size > 3, batch_size > 0; got "
-            f"{min_len}, {max_len}, {repeat}, {vocab_size}, {batch_size}"
-        )
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("vocab_size", vocab_size, minimum=4)  # ids 0-2 are PAD, BOS, EOS
+    check_int("min_len", min_len, minimum=1)
+    check_int("max_len", max_len, minimum=min_len)
+    check_int("repeat", repeat, minimum=1)
     lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)
     tokens = torch.randint(3, vocab_size, (batch_size, max_len), generator=generator)
     T = repeat * max_len + 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import eval_mode
+from lecturekit._common import check_int, eval_mode
 from lecturekit.decoding.protocol import as_decoder
 from lecturekit.decoding.search import greedy
 from lecturekit.training.metrics import error_rate_by_position
@@ -75,8 +75,7 @@ def free_running_predictions(model: nn.Module, src: Tensor, length: int) -> Tens
     Returns:
         ``(B, T)`` generated ids (EOS included where produced, ``pad_id`` after it).
     """
-    if not isinstance(length, int) or length < 1:
-        raise ValueError(f"length must be a positive int, got {length!r}")
+    check_int("length", length, minimum=1)
     tokens = greedy(model, src, length).tokens
     pad = as_decoder(model).pad_id
     out = torch.full((src.shape[0], length), pad, dtype=torch.long, device=src.device)
