@@ -257,8 +257,9 @@ def test_kernels_status_does_not_hide_unrelated_import_errors(
 
 
 def test_readme_package_map_matches_the_tree() -> None:
-    """Every folder of lecturekit has a row in the README's package map, and every module of
-    the folders the map details is named in its row."""
+    """Every folder of lecturekit has a row in the README's package map; every module of a
+    folder is named in its row; every name a row quotes is a module or a public name of that
+    folder (no row names a module that has moved or gone)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Package map", 1)[1].split("\n## ", 1)[0]
     rows = {
@@ -267,6 +268,10 @@ def test_readme_package_map_matches_the_tree() -> None:
     }
     folders = {m.name for m in pkgutil.iter_modules(lecturekit.__path__) if m.ispkg}
     assert set(rows) == folders
-    for folder in ("model", "training", "decoding", "chapters", "book"):
-        named = set(re.findall(r"`(\w+)`", rows[folder]))
-        assert set(_modules(f"lecturekit.{folder}")) <= named, folder
+    for folder, row in rows.items():
+        package = f"lecturekit.{folder}"
+        named = set(re.findall(r"`(\w+)`", row))
+        modules = set(_modules(package))
+        assert modules <= named, f"{folder}/ modules missing from its row: {modules - named}"
+        public = set(importlib.import_module(package).__all__)
+        assert named <= modules | public, f"{folder}/ row names {named - modules - public}"
