@@ -307,7 +307,7 @@ class TaskData:
     """The three splits of a task as (source, target) string pairs, plus vocabularies.
 
     Targets are stored without ``<bos>``/``<eos>``; ``lecturekit.data.collate`` adds them
-    (decoder input = ``<bos>`` + target, labels = target + ``<eos>``, lecture p18-p19).
+    (decoder input = ``<bos>`` + target, labels = target + ``<eos>``: teacher forcing, lecture p46).
     """
 
     name: str
