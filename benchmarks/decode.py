@@ -25,7 +25,8 @@ BATCH, SRC_LEN, NEW_TOKENS, VOCAB = 8, 32, 128, 1000
 def greedy_cached(model: Transformer, src: torch.Tensor) -> torch.Tensor:
     """Each step feeds one token; keys/values of earlier steps come from the cache."""
     src_padding = padding_mask(src, model.config.pad_id)
-    cache = model.init_cache(model.encode(src, src_padding), src_padding)
+    memory = model.encode(src, src_key_padding_mask=src_padding)
+    cache = model.init_cache(memory, memory_key_padding_mask=src_padding)
     token = torch.full((src.size(0),), model.config.bos_id, dtype=torch.long)
     generated = []
     for _ in range(NEW_TOKENS):
@@ -38,7 +39,7 @@ def greedy_cached(model: Transformer, src: torch.Tensor) -> torch.Tensor:
 def greedy_recompute(model: Transformer, src: torch.Tensor) -> torch.Tensor:
     """Each step runs the decoder over the whole prefix again and keeps the last position."""
     src_padding = padding_mask(src, model.config.pad_id)
-    memory = model.encode(src, src_padding)
+    memory = model.encode(src, src_key_padding_mask=src_padding)
     prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long)
     for _ in range(NEW_TOKENS):
         logits = model.decode(prefix, memory, memory_key_padding_mask=src_padding)

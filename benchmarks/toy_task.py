@@ -26,9 +26,9 @@ import torch
 
 from lecturekit.data import make_task
 from lecturekit.decoding import greedy
-from lecturekit.metrics import corpus_bleu
 from lecturekit.model import Transformer
 from lecturekit.training import evaluate, fit, small_config, small_train_config
+from lecturekit.training.metrics import corpus_bleu
 
 TARGET = 0.99
 # training continues a little past TARGET so that the final test exact match, measured on
@@ -66,7 +66,7 @@ def run(
     test = evaluate(model, test_batches)
     hyps, refs = [], []
     for batch in test_batches:
-        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2)
+        out = greedy(model, batch.src, batch.tgt_out.shape[1] + 2).tokens
         hyps += [task.decode_tgt(row) for row in out]
         refs += [task.decode_tgt(row) for row in batch.tgt_out]
     bleu = corpus_bleu(hyps, refs, tokenize="char")

@@ -98,7 +98,9 @@ def time_ratio(d_model: int, steps: int, backend: str) -> float:
 
     runs = {
         "lecturekit": (
-            lambda: ours(src, tgt, src_padding, tgt_padding),
+            lambda: ours(
+                src, tgt, src_key_padding_mask=src_padding, tgt_key_padding_mask=tgt_padding
+            ),
             torch.optim.Adam(ours.parameters(), lr=1e-4, foreach=True),
         ),
         "torch": (

@@ -41,6 +41,42 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+# the shared tiny Transformer: small enough for any test, every size overridable
+TINY_MODEL = dict(
+    src_vocab_size=13,
+    tgt_vocab_size=11,
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_encoder_layers=1,
+    n_decoder_layers=1,
+    dropout=0.0,
+    max_len=20,
+)
+
+
+def build_tiny_model(seed: int = 0, **overrides):
+    """A seeded tiny ``lecturekit.Transformer`` in eval mode; ``overrides`` replace config fields."""
+    import torch
+
+    from lecturekit import Transformer, TransformerConfig
+
+    torch.manual_seed(seed)
+    return Transformer(TransformerConfig(**{**TINY_MODEL, **overrides})).eval()
+
+
+@pytest.fixture(scope="session")
+def make_tiny_model():
+    """The builder of tiny models: ``make_tiny_model(seed=0, **config_overrides)``."""
+    return build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    """One tiny model with the default sizes, shared by the tests of a module."""
+    return build_tiny_model()
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Debian's headless Chromium driven by Playwright, one per session: the book and lab tests."""

@@ -3,24 +3,15 @@
 import pytest
 import torch
 
+import lecturekit
 from lecturekit import Transformer, TransformerConfig
+from lecturekit.chapters import ch01_rnn, ch04_nat, ch06_copy
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        11,
-        13,
-        d_model=8,
-        n_heads=2,
-        d_ff=12,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        max_len=6,
-        positional="learned",
-    )
-    return Transformer(config).eval()
+def model(make_tiny_model):
+    sizes = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=8, d_ff=12, dropout=0.1)
+    return make_tiny_model(**sizes, max_len=6, positional="learned")
 
 
 SRC = torch.randint(3, 11, (2, 4))
@@ -38,7 +29,7 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT[..., None]),
             ValueError,
-            r"tgt must have shape \(B, S\).*\(2, 5, 1\)",
+            r"tgt must have shape \(B, T\).*\(2, 5, 1\)",
         ),
         (lambda m: m(SRC.float(), TGT), TypeError, r"src must hold integer.*torch.float32"),
         # narrow integer ids and meta tensors (issue #20)
@@ -68,7 +59,7 @@ X = torch.zeros(2, 4, 8)
             r"src_key_padding_mask holds inf",
         ),
         (
-            lambda m: m.encode(SRC, torch.full((2, 4), NAN)),
+            lambda m: m.encode(SRC, src_key_padding_mask=torch.full((2, 4), NAN)),
             ValueError,
             r"src_key_padding_mask holds NaN",
         ),
@@ -83,7 +74,9 @@ X = torch.zeros(2, 4, 8)
             r"tgt_mask holds 3e\+38.*at most 10000",
         ),
         (
-            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.full((2, 4), NAN)),
+            lambda m: m.init_cache(
+                torch.zeros(2, 4, 8), memory_key_padding_mask=torch.full((2, 4), NAN)
+            ),
             ValueError,
             r"memory_key_padding_mask holds NaN",
         ),
@@ -131,7 +124,7 @@ X = torch.zeros(2, 4, 8)
         (
             lambda m: m(SRC, TGT, tgt_key_padding_mask=torch.zeros(2, 4, dtype=BOOL)),
             ValueError,
-            r"tgt_key_padding_mask must have shape \(B, S\)=\(2, 5\)",
+            r"tgt_key_padding_mask must have shape \(B, T\)=\(2, 5\)",
         ),
         (
             lambda m: m(SRC, TGT, memory_key_padding_mask=torch.zeros(2, 5, dtype=BOOL)),
@@ -173,7 +166,9 @@ X = torch.zeros(2, 4, 8)
             r"memory must be a floating point",
         ),
         (
-            lambda m: m.init_cache(torch.zeros(2, 4, 8), torch.zeros(2, 3, dtype=BOOL)),
+            lambda m: m.init_cache(
+                torch.zeros(2, 4, 8), memory_key_padding_mask=torch.zeros(2, 3, dtype=BOOL)
+            ),
             ValueError,
             r"memory_key_padding_mask must have shape \(B, S\)=\(2, 4\)",
         ),
@@ -223,3 +218,59 @@ def test_float_masks_with_minus_inf_and_finite_biases_are_fine(model):
 
 def test_int32_ids_are_accepted(model):
     assert torch.equal(model(SRC.int(), TGT.int()), model(SRC, TGT))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: lecturekit.TrainConfig(epochs=0), ValueError, "epochs must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(epochs=2.0),
+            TypeError,
+            "epochs must be an int",
+        ),
+        (lambda: lecturekit.noam_lr(0, 8), ValueError, "step must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(schedule="cosine"),
+            ValueError,
+            "schedule must be one of",
+        ),
+        (
+            lambda: lecturekit.label_smoothed_nll(
+                torch.zeros(2, 5), torch.zeros(2, dtype=torch.long), smoothing=1.0
+            ),
+            ValueError,
+            r"smoothing must be in \[0.0, 1.0\)",
+        ),
+        (
+            lambda: lecturekit.greedy(None, None, 0),
+            ValueError,
+            "max_len must be >= 1, got 0",
+        ),
+        # the chapter experiments report bad input the same way
+        (lambda: ch06_copy.guided_attention_penalty(3, 4, g=NAN), ValueError, "g must be a finite"),
+        (  # g = 0 would divide by zero: a NaN loss, not an error
+            lambda: ch06_copy.guided_attention_loss(
+                torch.full((1, 2, 2), 0.5), torch.tensor([2]), torch.tensor([2]), g=0.0
+            ),
+            ValueError,
+            r"g must be > 0, got 0.0",
+        ),
+        (lambda: ch06_copy.AttentionToySeq2Seq(0), ValueError, "vocab_size must be >= 1, got 0"),
+        (
+            lambda: ch06_copy.stretch_batch(torch.Generator(), min_len=5, max_len=3),
+            ValueError,
+            "max_len must be >= 5, got 3",
+        ),
+        (
+            lambda: ch04_nat.NonAutoregressiveTable.fit([["a"]]).sample(2.0),
+            TypeError,
+            "n must be an int",
+        ),
+        (lambda: ch01_rnn.make_rnn_weights(4, 2, gain=0.0), ValueError, "gain must be > 0"),
+    ],
+)
+def test_one_validation_style_across_the_package(call, error, words) -> None:
+    """Every part reports bad input the same way: '<name> must be <what>, got <value>'."""
+    with pytest.raises(error, match=words):
+        call()

@@ -3,23 +3,12 @@
 import pytest
 import torch
 
-from lecturekit import KVCache, Transformer, TransformerConfig
+from lecturekit import KVCache
 
 
-def make_model(**overrides):
-    fields = dict(
-        src_vocab_size=19,
-        tgt_vocab_size=21,
-        d_model=16,
-        n_heads=2,
-        d_ff=20,
-        n_encoder_layers=1,
-        n_decoder_layers=2,
-        dropout=0.0,
-    )
-    fields.update(overrides)
-    torch.manual_seed(0)
-    return Transformer(TransformerConfig(**fields)).eval()
+def make_model(make_tiny_model, **overrides):
+    sizes = dict(src_vocab_size=19, tgt_vocab_size=21, d_ff=20, n_decoder_layers=2, max_len=512)
+    return make_tiny_model(**{**sizes, **overrides})
 
 
 def data(batch=3, src_len=5, tgt_len=6, seed=0):
@@ -35,13 +24,13 @@ def data(batch=3, src_len=5, tgt_len=6, seed=0):
     "overrides",
     [dict(), dict(norm_first=True, attention_backend="sdpa"), dict(positional="learned")],
 )
-def test_cached_steps_equal_full_recomputation(overrides):
-    model = make_model(**overrides)
+def test_cached_steps_equal_full_recomputation(overrides, make_tiny_model):
+    model = make_model(make_tiny_model, **overrides)
     src, tgt = data()
     with torch.no_grad():
         full = model(src, tgt)  # (B, T, V)
         memory = model.encode(src)
-        cache = model.init_cache(memory, src == 0)
+        cache = model.init_cache(memory, memory_key_padding_mask=src == 0)
         assert len(cache) == 0 and cache.batch_size == 3
         for t in range(tgt.size(1)):
             step = model.decode_step(tgt[:, t], cache)
@@ -51,12 +40,12 @@ def test_cached_steps_equal_full_recomputation(overrides):
     assert cache[1].cross_keys.shape == (3, 2, 5, 8)
 
 
-def test_index_select_reorders_rows():
-    model = make_model()
+def test_index_select_reorders_rows(make_tiny_model):
+    model = make_model(make_tiny_model)
     src, tgt = data()
     with torch.no_grad():
         memory = model.encode(src)
-        cache = model.init_cache(memory, src == 0)
+        cache = model.init_cache(memory, memory_key_padding_mask=src == 0)
         for t in range(3):
             model.decode_step(tgt[:, t], cache)
         index = torch.tensor([2, 2, 0, 1])
@@ -71,23 +60,23 @@ def test_index_select_reorders_rows():
         assert len(cache) == 4
 
 
-def test_expanding_sources_to_beams_matches_repeated_input():
-    model = make_model()
+def test_expanding_sources_to_beams_matches_repeated_input(make_tiny_model):
+    model = make_model(make_tiny_model)
     src, tgt = data(batch=2)
     beams = 3
     with torch.no_grad():
-        cache = model.init_cache(model.encode(src), src == 0).index_select(
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0).index_select(
             torch.arange(2).repeat_interleave(beams)
         )
         repeated = src.repeat_interleave(beams, dim=0)
-        direct = model.init_cache(model.encode(repeated), repeated == 0)
+        direct = model.init_cache(model.encode(repeated), memory_key_padding_mask=repeated == 0)
         a = model.decode_step(tgt[:, 0].repeat_interleave(beams), cache)
         b = model.decode_step(tgt[:, 0].repeat_interleave(beams), direct)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 
 
-def test_cache_errors():
-    model = make_model(positional="learned", max_len=2)
+def test_cache_errors(make_tiny_model):
+    model = make_model(make_tiny_model, positional="learned", max_len=2)
     src, tgt = data()
     cache = model.init_cache(model.encode(src[:, :2]))
     with pytest.raises(ValueError, match=r"\(B,\)=\(3,\)"):

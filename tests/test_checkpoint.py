@@ -6,34 +6,16 @@ import os
 
 import pytest
 import torch
+from conftest import build_tiny_model
 
-from lecturekit.checkpoint import load_checkpoint, save_checkpoint
-
-
-def make_model(seed: int = 0, **overrides):
-    from lecturekit import Transformer, TransformerConfig
-
-    torch.manual_seed(seed)
-    cfg = dict(
-        src_vocab_size=13,
-        tgt_vocab_size=11,
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        dropout=0.0,
-        max_len=20,
-    )
-    cfg.update(overrides)
-    return Transformer(TransformerConfig(**cfg)).eval()
+from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
 
 
-def test_round_trip_restores_outputs_vocab_and_metadata(tmp_path) -> None:
+def test_round_trip_restores_outputs_vocab_and_metadata(tmp_path, make_tiny_model) -> None:
     from lecturekit.data import CharVocab
     from lecturekit.training import TrainConfig
 
-    model = make_model(tie_embeddings=True, share_vocab=False, tgt_vocab_size=11)
+    model = make_tiny_model(tie_embeddings=True, share_vocab=False, tgt_vocab_size=11)
     src_vocab, tgt_vocab = CharVocab("abcdefghi"), CharVocab("0123456")
     path = save_checkpoint(
         tmp_path / "m.pt",
@@ -59,10 +41,10 @@ def test_round_trip_restores_outputs_vocab_and_metadata(tmp_path) -> None:
     assert ckpt.model.output_proj.weight is ckpt.model.tgt_embedding.weight
 
 
-def test_load_into_existing_model_and_runtime_overrides(tmp_path) -> None:
-    model = make_model(seed=1)
+def test_load_into_existing_model_and_runtime_overrides(tmp_path, make_tiny_model) -> None:
+    model = make_tiny_model(seed=1)
     save_checkpoint(tmp_path / "m.pt", model)
-    target = make_model(seed=2, dropout=0.3)  # dropout is a runtime field
+    target = make_tiny_model(seed=2, dropout=0.3)  # dropout is a runtime field
     load_checkpoint(tmp_path / "m.pt", target)
     for a, b in zip(model.parameters(), target.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -70,17 +52,17 @@ def test_load_into_existing_model_and_runtime_overrides(tmp_path) -> None:
     assert other.config.attention_backend == "sdpa"
 
 
-def test_mismatched_config_is_refused(tmp_path) -> None:
-    save_checkpoint(tmp_path / "m.pt", make_model())
+def test_mismatched_config_is_refused(tmp_path, make_tiny_model) -> None:
+    save_checkpoint(tmp_path / "m.pt", make_tiny_model())
     with pytest.raises(ValueError, match=r"d_ff: checkpoint 32 vs model 64"):
-        load_checkpoint(tmp_path / "m.pt", make_model(d_ff=64))
+        load_checkpoint(tmp_path / "m.pt", make_tiny_model(d_ff=64))
     with pytest.raises(TypeError, match="runtime_overrides"):
         load_checkpoint(tmp_path / "m.pt", d_model=32)
 
 
-def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch) -> None:
+def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch, make_tiny_model) -> None:
     path = tmp_path / "m.pt"
-    first = make_model(seed=1)
+    first = make_tiny_model(seed=1)
     save_checkpoint(path, first, metadata={"version": 1})
     before = path.read_bytes()
 
@@ -90,7 +72,7 @@ def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch) -> No
 
     monkeypatch.setattr(torch, "save", crash)
     with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(path, make_model(seed=2), metadata={"version": 2})
+        save_checkpoint(path, make_tiny_model(seed=2), metadata={"version": 2})
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["m.pt"]  # no temporary file left behind
@@ -101,7 +83,7 @@ class NotPlainData:
     pass
 
 
-def test_unsafe_or_foreign_files_are_rejected(tmp_path) -> None:
+def test_unsafe_or_foreign_files_are_rejected(tmp_path, make_tiny_model) -> None:
     evil = tmp_path / "evil.pt"
     torch.save({"format": "lecturekit-checkpoint", "x": NotPlainData()}, evil)
     with pytest.raises(ValueError, match="weights_only"):
@@ -113,16 +95,16 @@ def test_unsafe_or_foreign_files_are_rejected(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="path"):
         load_checkpoint(tmp_path / "missing.pt")
     with pytest.raises(TypeError, match="metadata"):
-        save_checkpoint(tmp_path / "m.pt", make_model(), metadata={"bad": NotPlainData()})
+        save_checkpoint(tmp_path / "m.pt", make_tiny_model(), metadata={"bad": NotPlainData()})
 
 
 # -- careless and hostile input (issue #20) ------------------------------------------------
 
 
-def test_metadata_that_would_not_load_is_refused_before_writing(tmp_path) -> None:
+def test_metadata_that_would_not_load_is_refused_before_writing(tmp_path, make_tiny_model) -> None:
     np = pytest.importorskip("numpy")
     path = tmp_path / "m.pt"
-    save_checkpoint(path, make_model(), metadata={"em": 0.5})
+    save_checkpoint(path, make_tiny_model(), metadata={"em": 0.5})
     before = path.read_bytes()
     for bad, where in [
         ({"em": np.float64(1.0)}, r"metadata\['em'\].*numpy.float64.*float\(x\)"),
@@ -131,27 +113,27 @@ def test_metadata_that_would_not_load_is_refused_before_writing(tmp_path) -> Non
         ({"t": torch.zeros(2, device="meta")}, r"metadata\['t'\]: a meta tensor"),
     ]:
         with pytest.raises(TypeError, match=where):
-            save_checkpoint(path, make_model(seed=2), metadata=bad)
+            save_checkpoint(path, make_tiny_model(seed=2), metadata=bad)
     cycle: list = []
     cycle.append(cycle)
     with pytest.raises(ValueError, match="contains itself"):
-        save_checkpoint(path, make_model(seed=2), metadata={"c": cycle})
+        save_checkpoint(path, make_tiny_model(seed=2), metadata={"c": cycle})
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["m.pt"]
     assert load_checkpoint(path).metadata == {"em": 0.5}
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
-def test_file_mode_follows_the_umask(tmp_path, umask) -> None:
+def test_file_mode_follows_the_umask(tmp_path, umask, make_tiny_model) -> None:
     old = os.umask(umask)
     try:
-        path = save_checkpoint(tmp_path / "m.pt", make_model())
+        path = save_checkpoint(tmp_path / "m.pt", make_tiny_model())
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
-def test_next_save_removes_temporary_files_of_killed_saves(tmp_path) -> None:
+def test_next_save_removes_temporary_files_of_killed_saves(tmp_path, make_tiny_model) -> None:
     import subprocess
     import sys
 
@@ -168,7 +150,7 @@ def test_next_save_removes_temporary_files_of_killed_saves(tmp_path) -> None:
     alive.write_bytes(b"in progress")
     other = tmp_path / f".other.pt.{dead_pid}.abcdefgh.tmp"  # belongs to another checkpoint
     other.write_bytes(b"x")
-    save_checkpoint(tmp_path / "m.pt", make_model())
+    save_checkpoint(tmp_path / "m.pt", make_tiny_model())
     assert sorted(os.listdir(tmp_path)) == sorted([alive.name, other.name, "m.pt"])
 
 
@@ -180,8 +162,8 @@ def _flip_one_weight_byte(path, tensor) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_checksum_catches_flipped_bytes(tmp_path) -> None:
-    model = make_model()
+def test_checksum_catches_flipped_bytes(tmp_path, make_tiny_model) -> None:
+    model = make_tiny_model()
     path = save_checkpoint(tmp_path / "m.pt", model)
     _flip_one_weight_byte(path, model.output_proj.weight)
     with pytest.raises(ValueError, match="fails its checksum.*verify=False"):
@@ -190,8 +172,8 @@ def test_checksum_catches_flipped_bytes(tmp_path) -> None:
     assert not torch.equal(damaged, model.output_proj.weight)
 
 
-def test_files_without_a_checksum_still_load(tmp_path) -> None:
-    model = make_model()
+def test_files_without_a_checksum_still_load(tmp_path, make_tiny_model) -> None:
+    model = make_tiny_model()
     path = save_checkpoint(tmp_path / "m.pt", model)
     payload = torch.load(path, weights_only=True)
     del payload["checksum"]  # as written by lecturekit before checksums (the shipped files)
@@ -201,7 +183,7 @@ def test_files_without_a_checksum_still_load(tmp_path) -> None:
 
 
 def _edited(tmp_path, edit) -> str:
-    payload = torch.load(save_checkpoint(tmp_path / "m.pt", make_model()), weights_only=True)
+    payload = torch.load(save_checkpoint(tmp_path / "m.pt", build_tiny_model()), weights_only=True)
     del payload["checksum"]
     edit(payload)
     torch.save(payload, tmp_path / "edited.pt")
@@ -240,12 +222,12 @@ def test_damaged_or_crafted_checkpoints_give_a_clear_error(tmp_path, edit, patte
         load_checkpoint(_edited(tmp_path, edit))
 
 
-def test_empty_file_and_impossible_map_location(tmp_path, monkeypatch) -> None:
+def test_empty_file_and_impossible_map_location(tmp_path, monkeypatch, make_tiny_model) -> None:
     empty = tmp_path / "empty.pt"
     empty.touch()
     with pytest.raises(ValueError, match=r"is empty \(0 bytes\)"):
         load_checkpoint(empty)
-    path = save_checkpoint(tmp_path / "m.pt", make_model())
+    path = save_checkpoint(tmp_path / "m.pt", make_tiny_model())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match=r"map_location: 'cuda' requested but CUDA is not"):
         load_checkpoint(path, map_location="cuda")

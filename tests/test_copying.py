@@ -1,11 +1,11 @@
-"""Tests for lecturekit.copying: pointer-generator mixture, guided attention, toy model."""
+"""Tests for lecturekit.chapters.ch06_copy: pointer-generator mixture, guided attention, toy model."""
 
 import math
 
 import pytest
 import torch
 
-from lecturekit.copying import (
+from lecturekit.chapters.ch06_copy import (
     GREETING_VOCAB,
     AttentionToySeq2Seq,
     copy_distribution,
@@ -16,6 +16,7 @@ from lecturekit.copying import (
     stretch_batch,
     train_toy,
 )
+from lecturekit.chapters.ch06_exposure import free_running_predictions
 
 
 def test_copy_distribution_matches_loop():
@@ -123,7 +124,68 @@ def test_copy_model_learns_unseen_names_and_generator_cannot():
         history = train_toy(model, lambda g: greeting_batch(g, seen, 32), steps=150, lr=1e-2)
         assert history[-1] < history[0]
         src, _, tgt_out, _ = greeting_batch(torch.Generator().manual_seed(5), unseen, 100)
-        pred, _ = model.greedy(src, tgt_out.shape[1])
+        pred = free_running_predictions(model, src, tgt_out.shape[1])  # lecturekit's greedy
         results[copy] = ((pred == tgt_out) | (tgt_out == 0)).all(1).float().mean().item()
     assert results[False] < 0.05
     assert results[True] > 0.8
+
+
+def test_toy_attention_is_the_package_attention(monkeypatch):
+    from lecturekit.chapters import ch06_copy
+    from lecturekit.model.attention import scaled_dot_product_attention
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return scaled_dot_product_attention(*args, **kwargs)
+
+    monkeypatch.setattr(ch06_copy, "scaled_dot_product_attention", spy)
+    torch.manual_seed(0)
+    model = AttentionToySeq2Seq(12, d_model=8, max_len=6).eval()
+    src, tgt_in = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 6, 7]])
+    _, attention = model(src, tgt_in)
+    mem = model.embed(src) + model.src_pos.weight[:4]
+    h = model.state(model.embed(tgt_in) + model.tgt_pos.weight[:3])
+    q, k = model.query(h), model.key(mem)
+    scores = (q @ k.transpose(1, 2) / 8**0.5).masked_fill(src[:, None] == 0, float("-inf"))
+    torch.testing.assert_close(attention, scores.softmax(-1))
+    assert (attention[..., 3] == 0).all()  # the padding position gets no weight
+    assert len(calls) == 1
+
+
+def test_toy_model_decodes_with_the_package_greedy():
+    from lecturekit.decoding import greedy
+
+    torch.manual_seed(0)
+    model = AttentionToySeq2Seq(12, d_model=8, max_len=6)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    tokens = greedy(model, src, 5).tokens
+    assert model.training  # decoded in eval mode, mode restored
+    fed = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens[:, :-1]], dim=1)  # BOS + own
+    with torch.no_grad():
+        log_probs, _ = model.eval()(src, fed)  # (B, T, V), one teacher-forced pass
+    log_probs[..., :2] = float("-inf")  # greedy never emits PAD or BOS
+    for b in range(2):
+        n = int((tokens[b] != 0).sum())  # up to and including EOS, PAD after it
+        assert tokens[b, :n].tolist() == log_probs[b, :n].argmax(-1).tolist()
+
+
+def test_train_toy_trains_through_the_loop_pieces(monkeypatch):
+    """The toy model has no loop of its own: each step is one lecturekit.training update."""
+    from lecturekit.training import loop
+
+    updates, real_update = [], loop.update
+
+    def spy(optimizer, loss, **kwargs):
+        updates.append(loss.item())
+        return real_update(optimizer, loss, **kwargs)
+
+    monkeypatch.setattr(loop, "update", spy)  # what train_steps calls
+    torch.manual_seed(0)
+    model = AttentionToySeq2Seq(len(GREETING_VOCAB), d_model=8, max_len=8)
+    names = torch.arange(8, 12)
+    history = train_toy(model, lambda g: greeting_batch(g, names, 4), steps=3, guided_weight=1.0)
+    assert len(updates) == 3 and len(history) == 3
+    # the update minimises cross-entropy + guided loss; the history reports the cross-entropy
+    assert all(u > h for u, h in zip(updates, history, strict=True))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lecturekit.decoding import (
+    Decoded,
     Hypothesis,
     TableDecoder,
     TransformerDecoder,
@@ -73,8 +74,10 @@ def test_wide_beam_and_exhaustive_equal_brute_force(seed: int, alpha: float) -> 
     dec = TableDecoder(table)
     expected = brute_force(table, max_len, alpha)[:3]
     for result in (
-        exhaustive_search(dec, None, max_len, length_penalty=alpha, n_best=3)[0],
-        beam_search(dec, None, beam_size=64, max_len=max_len, length_penalty=alpha, n_best=3)[0],
+        exhaustive_search(dec, None, max_len, length_penalty=alpha, n_best=3).hypotheses[0],
+        beam_search(
+            dec, None, beam_size=64, max_len=max_len, length_penalty=alpha, n_best=3
+        ).hypotheses[0],
     ):
         assert [as_text(dec, h) for h in result] == [text for _, text in expected]
         for hyp, (score, _) in zip(result, expected, strict=True):
@@ -84,8 +87,8 @@ def test_wide_beam_and_exhaustive_equal_brute_force(seed: int, alpha: float) -> 
 @pytest.mark.parametrize("seed", range(6))
 def test_beam_size_one_equals_greedy(seed: int) -> None:
     dec = TableDecoder(random_table(seed, 4))
-    tokens, scores = greedy(dec, None, 4, return_scores=True)
-    hyp = beam_search(dec, None, beam_size=1, max_len=4)[0][0]
+    tokens, scores = greedy(dec, None, 4).tokens, greedy(dec, None, 4).scores
+    hyp = beam_search(dec, None, beam_size=1, max_len=4).hypotheses[0][0]
     produced = [t for t in tokens[0].tolist() if t != dec.pad_id]
     assert hyp.tokens == produced
     assert hyp.log_prob == pytest.approx(float(scores[0]), abs=1e-9)
@@ -94,7 +97,7 @@ def test_beam_size_one_equals_greedy(seed: int) -> None:
 def test_scores_are_sums_of_token_log_probs() -> None:
     table = random_table(11, 4)
     dec = TableDecoder(table)
-    for hyp in beam_search(dec, None, beam_size=3, max_len=4, n_best=3)[0]:
+    for hyp in beam_search(dec, None, beam_size=3, max_len=4, n_best=3).hypotheses[0]:
         text = dec.decode(hyp.tokens)
         expected = sum(math.log(table[text[:i]][s]) for i, s in enumerate(text))
         if hyp.finished:
@@ -114,25 +117,29 @@ def test_greedy_loses_to_beam_two_on_a_trap_table() -> None:
         "BB": {"A": 0.5, "B": 0.5},
     }
     dec = TableDecoder(table)
-    tokens, greedy_lp = greedy(dec, None, 3, return_scores=True)
+    decoded = greedy(dec, None, 3)
+    tokens, greedy_lp = decoded.tokens, decoded.scores
     assert dec.decode(tokens[0]) == "AAA"
     assert math.exp(float(greedy_lp[0])) == pytest.approx(0.6 * 0.55 * 0.6)
-    best = beam_search(dec, None, beam_size=2, max_len=3)[0][0]
+    beam = beam_search(dec, None, beam_size=2, max_len=3)
+    best = beam.hypotheses[0][0]
     assert dec.decode(best.tokens) == "BAA"
+    assert dec.decode(beam.tokens[0]) == "BAA" and float(beam.scores[0]) == best.score
     assert math.exp(best.log_prob) == pytest.approx(0.4 * 0.9 * 0.95)
 
 
 def test_beam_trace_lists_kept_prefixes() -> None:
     dec = TableDecoder(random_table(3, 3, with_eos=False))
-    _, trace = beam_search(dec, None, beam_size=2, max_len=3, return_trace=True)
+    assert beam_search(dec, None, beam_size=2, max_len=3).trace is None
+    trace = beam_search(dec, None, beam_size=2, max_len=3, trace=True).trace
     assert [len(step) for step in trace[0]] == [2, 2, 2]
     assert all(len(h.tokens) == t + 1 for t, step in enumerate(trace[0]) for h in step)
 
 
 def test_batched_sources_decode_independently() -> None:
     dec = TableDecoder(random_table(5, 3))
-    alone = beam_search(dec, None, beam_size=2, max_len=3, n_best=2)[0]
-    batched = beam_search(dec, 3, beam_size=2, max_len=3, n_best=2)
+    alone = beam_search(dec, None, beam_size=2, max_len=3, n_best=2).hypotheses[0]
+    batched = beam_search(dec, 3, beam_size=2, max_len=3, n_best=2).hypotheses
     for row in batched:
         assert [(h.tokens, h.score) for h in row] == [(h.tokens, h.score) for h in alone]
 
@@ -175,20 +182,20 @@ def test_filter_logits_top_k() -> None:
 def test_sample_is_seeded_and_follows_the_table() -> None:
     table = {"": {"A": 0.7, "B": 0.3}, "A": {"<eos>": 1.0}, "B": {"<eos>": 1.0}}
     dec = TableDecoder(table)
-    a = sample(dec, 4000, 2, seed=123)
-    b = sample(dec, 4000, 2, seed=123)
+    a = sample(dec, 4000, 2, seed=123).tokens
+    b = sample(dec, 4000, 2, seed=123).tokens
     assert torch.equal(a, b)
     frac_a = (a[:, 0] == dec.stoi["A"]).double().mean().item()
     assert frac_a == pytest.approx(0.7, abs=0.03)  # 4000 draws: std 0.007
-    greedy_like = sample(dec, 100, 2, seed=1, top_k=1)
+    greedy_like = sample(dec, 100, 2, seed=1, top_k=1).tokens
     assert (greedy_like[:, 0] == dec.stoi["A"]).all()
     assert (a[:, 1] == dec.eos_id).all()
 
 
 def test_low_temperature_approaches_greedy() -> None:
     dec = TableDecoder(random_table(7, 3))
-    cold = sample(dec, 50, 3, temperature=1e-3, seed=0)
-    assert (cold == greedy(dec, None, 3)[0, : cold.shape[1]]).all()
+    cold = sample(dec, 50, 3, temperature=1e-3, seed=0).tokens
+    assert (cold == greedy(dec, None, 3).tokens[0, : cold.shape[1]]).all()
     with pytest.raises(ValueError, match="temperature"):
         sample(dec, 1, 3, temperature=0.0)
 
@@ -214,16 +221,20 @@ NAN, INF = float("nan"), float("inf")
         (lambda d: beam_search(d, None, 2, 3, length_penalty=NAN), ValueError, "length_penalty"),
         (lambda d: beam_search(d, None, 2, 3, length_penalty=INF), ValueError, "length_penalty"),
         (lambda d: beam_search(d, None, 2, 3, length_penalty=-0.5), ValueError, "length_penalty"),
-        (lambda d: beam_search(d, None, 2, 3, length_penalty=1e300), ValueError, r"\[0, 10.0\]"),
+        (lambda d: beam_search(d, None, 2, 3, length_penalty=1e300), ValueError, r"\[0.0, 10.0\]"),
         (lambda d: beam_search(d, None, 2, 3, length_penalty="0.6"), TypeError, "length_penalty"),
-        (lambda d: beam_search(d, None, True, 3), TypeError, "beam_size: expected an int.*bool"),
-        (lambda d: beam_search(d, None, 2, 3, n_best=3), ValueError, "n_best.*beam_size=2"),
+        (lambda d: beam_search(d, None, True, 3), TypeError, "beam_size must be an int, got bool"),
+        (lambda d: beam_search(d, None, 2, 3, n_best=3), ValueError, r"n_best must be in \[1, 2\]"),
         (lambda d: beam_search(d, None, 2, 3, n_best=False), TypeError, "n_best"),
         (lambda d: exhaustive_search(d, None, 3, length_penalty=NAN), ValueError, "length_pen"),
-        (lambda d: greedy(d, None, True), TypeError, "max_len: expected an int.*bool"),
+        (lambda d: greedy(d, None, True), TypeError, "max_len must be an int, got bool"),
         (lambda d: greedy(d, None, 2.0), TypeError, "max_len"),
         (lambda d: greedy(d, None, 2, use_cache="no"), TypeError, "use_cache"),
-        (lambda d: sample(d, 1, 3, temperature=NAN), ValueError, "temperature: expected a finite"),
+        (
+            lambda d: sample(d, 1, 3, temperature=NAN),
+            ValueError,
+            "temperature must be a finite number",
+        ),
         (lambda d: sample(d, 1, 3, temperature=INF), ValueError, "temperature"),
         (lambda d: sample(d, 1, 3, temperature=1e-9), ValueError, r"temperature.*>= 1e-06"),
         (lambda d: sample(d, 1, 3, temperature="1"), TypeError, "temperature"),
@@ -240,7 +251,7 @@ def test_decoding_arguments_are_checked_before_decoding(call, error, pattern) ->
 
 
 def test_largest_length_penalty_still_ranks() -> None:
-    best = beam_search(TableDecoder(ONE), None, 2, 3, length_penalty=10.0)[0][0]
+    best = beam_search(TableDecoder(ONE), None, 2, 3, length_penalty=10.0).hypotheses[0][0]
     assert best.score == pytest.approx(math.log(0.6) / length_penalty(2, 10.0))
     assert best.score < 0 and best.tokens == [TableDecoder(ONE).stoi["A"], 2]
     with pytest.raises(ValueError, match="length_penalty"):
@@ -253,21 +264,8 @@ def test_largest_length_penalty_still_ranks() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_model():
-    from lecturekit import Transformer, TransformerConfig
-
-    torch.manual_seed(0)
-    cfg = TransformerConfig(
-        src_vocab_size=9,
-        tgt_vocab_size=6,
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_encoder_layers=1,
-        n_decoder_layers=2,
-        dropout=0.0,
-    )
-    model = Transformer(cfg).eval()
+def sharp_model(make_tiny_model):
+    model = make_tiny_model(src_vocab_size=9, tgt_vocab_size=6, n_decoder_layers=2, max_len=512)
     # sharpen the output layer so the distributions are far from uniform
     with torch.no_grad():
         for p in model.parameters():
@@ -276,22 +274,22 @@ def tiny_model():
     return model, src
 
 
-def test_transformer_cached_equals_uncached(tiny_model) -> None:
-    model, src = tiny_model
-    cached = greedy(model, src, 6, return_scores=True)
-    uncached = greedy(model, src, 6, return_scores=True, use_cache=False)
-    assert torch.equal(cached[0], uncached[0])
-    assert torch.allclose(cached[1], uncached[1], atol=1e-5)
-    b1 = beam_search(model, src, 3, 5, n_best=3)
-    b2 = beam_search(model, src, 3, 5, n_best=3, use_cache=False)
+def test_transformer_cached_equals_uncached(sharp_model) -> None:
+    model, src = sharp_model
+    cached = greedy(model, src, 6)
+    uncached = greedy(model, src, 6, use_cache=False)
+    assert torch.equal(cached.tokens, uncached.tokens)
+    assert torch.allclose(cached.scores, uncached.scores, atol=1e-5)
+    b1 = beam_search(model, src, 3, 5, n_best=3).hypotheses
+    b2 = beam_search(model, src, 3, 5, n_best=3, use_cache=False).hypotheses
     for r1, r2 in zip(b1, b2, strict=True):
         assert [h.tokens for h in r1] == [h.tokens for h in r2]
         assert [h.score for h in r1] == pytest.approx([h.score for h in r2], rel=1e-5, abs=1e-4)
 
 
-def test_transformer_beam_scores_match_teacher_forced_log_probs(tiny_model) -> None:
-    model, src = tiny_model
-    for b, hyps in enumerate(beam_search(model, src, 3, 5, n_best=3)):
+def test_transformer_beam_scores_match_teacher_forced_log_probs(sharp_model) -> None:
+    model, src = sharp_model
+    for b, hyps in enumerate(beam_search(model, src, 3, 5, n_best=3).hypotheses):
         for hyp in hyps:
             tgt_in = torch.tensor([[model.config.bos_id, *hyp.tokens[:-1]]])
             log_probs = torch.log_softmax(model(src[b : b + 1], tgt_in).double(), -1)[0]
@@ -299,21 +297,45 @@ def test_transformer_beam_scores_match_teacher_forced_log_probs(tiny_model) -> N
             assert hyp.log_prob == pytest.approx(expected, abs=1e-4)
 
 
-def test_transformer_wide_beam_equals_exhaustive(tiny_model) -> None:
-    model, src = tiny_model
-    exact = exhaustive_search(model, src, 3, n_best=2)
-    wide = beam_search(model, src, beam_size=27, max_len=3, n_best=2)
+def test_transformer_wide_beam_equals_exhaustive(sharp_model) -> None:
+    model, src = sharp_model
+    exact = exhaustive_search(model, src, 3, n_best=2).hypotheses
+    wide = beam_search(model, src, beam_size=27, max_len=3, n_best=2).hypotheses
     for e, w in zip(exact, wide, strict=True):
         assert [h.tokens for h in e] == [h.tokens for h in w]
         assert [h.score for h in e] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
 
 
-def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(tiny_model) -> None:
-    model, src = tiny_model
-    tokens = greedy(model, src, 6)
-    for b, hyps in enumerate(beam_search(model, src, 1, 6)):
+def test_transformer_greedy_equals_beam_one_and_sample_is_seeded(sharp_model) -> None:
+    model, src = sharp_model
+    tokens = greedy(model, src, 6).tokens
+    for b, hyps in enumerate(beam_search(model, src, 1, 6).hypotheses):
         assert hyps[0].tokens == [t for t in tokens[b].tolist() if t != model.config.pad_id]
     s1 = sample(model, src, 6, temperature=1.3, top_p=0.9, seed=5)
     s2 = sample(model, src, 6, temperature=1.3, top_p=0.9, seed=5)
-    assert torch.equal(s1, s2)
+    assert torch.equal(s1.tokens, s2.tokens) and torch.equal(s1.scores, s2.scores)
     assert TransformerDecoder(model).vocab_size == 6
+
+
+def test_every_strategy_returns_one_result_type(sharp_model) -> None:
+    model, src = sharp_model
+    results = [
+        greedy(model, src, 4),
+        sample(model, src, 4, seed=0),
+        beam_search(model, src, 2, 4),
+        exhaustive_search(model, src, 2),
+    ]
+    for result in results:
+        assert isinstance(result, Decoded)
+        assert result.tokens.dtype == torch.long and result.tokens.shape[0] == 2
+        assert result.scores.shape == (2,) and result.scores.dtype == torch.float64
+
+
+def test_sequence_log_prob_scores_without_dropout(make_tiny_model) -> None:
+    model = make_tiny_model(dropout=0.5)
+    src, tokens = torch.tensor([[4, 5, 6]]), [3, 4, 2]
+    expected = sequence_log_prob(model.eval(), src, tokens)
+    model.train()
+    torch.manual_seed(1)
+    assert sequence_log_prob(model, src, tokens) == expected  # dropout off while scoring
+    assert model.training  # and the mode is restored

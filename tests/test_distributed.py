@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from lecturekit.distributed import DistContext, setup, shard
+from lecturekit.training.distributed import DistContext, setup, shard
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -60,8 +60,8 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
         MASTER_PORT=str(port),
     )
     torch.set_num_threads(1)
-    from lecturekit.distributed import cleanup
     from lecturekit.training import fit
+    from lecturekit.training.distributed import cleanup
 
     task, model = _problem()
     history = fit(model, task.encoded("train"), None, _config())  # unchanged user code

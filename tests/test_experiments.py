@@ -4,13 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from lecturekit.experiments import (
+from lecturekit.chapters.ch02_scaling import softmax_saturation
+from lecturekit.chapters.ch03_stacks import (
     SequenceTagger,
     deep_mlp_stack,
     make_regression_data,
     make_reversal_batch,
     per_layer_grad_norms,
-    softmax_saturation,
     train_regression,
     train_sequence_stack,
 )
@@ -129,3 +129,21 @@ def test_bad_arguments_raise():
         SequenceTagger(4, 8, [])(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="max_len"):
         SequenceTagger(4, 8, [], max_len=2)(torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_chapter_experiments_train_through_the_loop_pieces(monkeypatch):
+    from lecturekit.chapters import ch03_stacks
+    from lecturekit.training import loop
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[2].max_steps)
+        return loop.train_steps(*args, **kwargs)
+
+    monkeypatch.setattr(ch03_stacks, "train_steps", spy)
+    x, y = make_regression_data(64, 4)
+    train_regression(deep_mlp_stack(1, 4, residual=True), x, y, steps=2)
+    tagger = SequenceTagger(5, 8, [nn.Identity()])
+    train_sequence_stack(tagger, vocab_size=5, seq_len=3, steps=3)
+    assert calls == [2, 3]

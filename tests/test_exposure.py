@@ -1,18 +1,17 @@
-"""Tests for lecturekit.exposure: teacher-forced vs free-running errors."""
+"""Tests for lecturekit.chapters.ch06_exposure: teacher-forced vs free-running errors."""
 
 import math
 
 import pytest
 import torch
 
-from lecturekit import Transformer, TransformerConfig
-from lecturekit.decoding import greedy
-from lecturekit.exposure import (
+from lecturekit.chapters.ch06_exposure import (
     error_after_mistake,
     exposure_report,
     free_running_predictions,
     teacher_forced_predictions,
 )
+from lecturekit.decoding import greedy
 
 
 def _brute_force_split(pred, gold, pad):
@@ -56,23 +55,6 @@ def test_error_after_mistake_rejects_bad_input():
         error_after_mistake(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))
 
 
-@pytest.fixture(scope="module")
-def tiny_model():
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        src_vocab_size=9,
-        tgt_vocab_size=9,
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        dropout=0.0,
-        max_len=16,
-    )
-    return Transformer(config).eval()
-
-
 def test_predictions_agree_with_model_and_greedy(tiny_model):
     g = torch.Generator().manual_seed(1)
     src = torch.randint(3, 9, (4, 5), generator=g)
@@ -82,7 +64,7 @@ def test_predictions_agree_with_model_and_greedy(tiny_model):
     tf = teacher_forced_predictions(tiny_model, src, tgt_in)
     assert torch.equal(tf, tiny_model(src, tgt_in).argmax(-1))
     fr = free_running_predictions(tiny_model, src, 6)
-    ref = greedy(tiny_model, src, 6)
+    ref = greedy(tiny_model, src, 6).tokens
     assert fr.shape == (4, 6)
     assert torch.equal(fr[:, : ref.shape[1]], ref)
     assert (fr[:, ref.shape[1] :] == tiny_model.config.pad_id).all()

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lecturekit import Transformer, TransformerConfig
-from lecturekit.checkpoint import load_checkpoint, save_checkpoint
 from lecturekit.data import TASKS, make_task
 from lecturekit.decoding import beam_search, greedy, sample
 from lecturekit.training import TrainConfig, fit
+from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -130,7 +130,7 @@ def test_config_and_model(fields: dict) -> None:
     src = torch.arange(3, 6)[None] % config.src_vocab_size
     tgt = torch.tensor([[config.bos_id, 2 % config.tgt_vocab_size]])
     assert torch.isfinite(model(src, tgt)).all()
-    out = greedy(model, src, 3)
+    out = greedy(model, src, 3).tokens
     assert not (out == config.pad_id).all(dim=1).any()  # every row produced something
     event("finite result")
 
@@ -241,16 +241,18 @@ def test_decoding(model, data, strategy) -> None:
     max_len = args.pop("max_len")
     try:
         if strategy == "greedy":
-            tokens, scores = greedy(model, src, max_len, return_scores=True)
+            decoded = greedy(model, src, max_len)
+            tokens, scores = decoded.tokens, decoded.scores
         elif strategy == "sample":
             sampling = {k: args[k] for k in ("temperature", "top_k", "top_p")}
-            tokens, scores = sample(model, src, max_len, seed=0, return_scores=True, **sampling)
+            decoded = sample(model, src, max_len, seed=0, **sampling)
+            tokens, scores = decoded.tokens, decoded.scores
         else:
             beam_size = args["beam_size"]
             n_best, alpha = args["n_best"], args["length_penalty"]
             results = beam_search(
                 model, src, beam_size, max_len, n_best=n_best, length_penalty=alpha
-            )
+            ).hypotheses
             scores = torch.tensor([h.score for hyps in results for h in hyps])
             tokens = torch.tensor([len(h.tokens) for hyps in results for h in hyps])
     except Exception as error:

@@ -17,8 +17,8 @@ from lecturekit import (
     SinusoidalPositionalEncoding,
     causal_mask,
 )
-from lecturekit import attention as attention_module
-from lecturekit.layers import LayerNorm
+from lecturekit.kernels import backend as kernel_backend
+from lecturekit.model.layers import LayerNorm
 
 
 def test_sinusoidal_matches_the_formula():
@@ -66,7 +66,7 @@ def test_feed_forward_is_position_wise(activation):
 
 def test_layer_norm_triton_backend_falls_back_on_cpu(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(attention_module, "_warned", set())
+    monkeypatch.setattr(kernel_backend, "_warned", set())
     norm = LayerNorm(5, backend="triton")
     x = torch.randn(2, 5)
     with warnings.catch_warnings(record=True) as caught:

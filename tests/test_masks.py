@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from lecturekit import causal_mask, padding_mask
-from lecturekit.masks import fully_masked_rows, merge_masks
+from lecturekit.model.masks import fully_masked_rows, merge_masks
 
 
 def test_causal_mask_matches_torch():
@@ -33,42 +33,25 @@ def test_padding_mask():
 def test_merge_masks_bool_and_float_agree():
     batch, heads, length = 2, 3, 4
     padding = torch.tensor([[False, False, False, True], [False, True, False, False]])
+    shape, cpu = (batch, heads, length, length), torch.device("cpu")
     from_bool = merge_masks(
-        causal_mask(length),
-        padding,
-        False,
-        batch,
-        heads,
-        length,
-        length,
-        torch.float32,
-        torch.device("cpu"),
+        shape, torch.float32, cpu, attn_mask=causal_mask(length), key_padding_mask=padding
     )
     float_causal = nn.Transformer.generate_square_subsequent_mask(length)
     float_padding = torch.zeros(batch, length).masked_fill(padding, float("-inf"))
     from_float = merge_masks(
-        float_causal,
-        float_padding,
-        False,
-        batch,
-        heads,
-        length,
-        length,
-        torch.float32,
-        torch.device("cpu"),
+        shape, torch.float32, cpu, attn_mask=float_causal, key_padding_mask=float_padding
     )
     assert from_bool.shape == (batch, 1, length, length)
     assert torch.equal(from_bool, from_float)
-    is_causal = merge_masks(
-        None, padding, True, batch, heads, length, length, torch.float32, torch.device("cpu")
-    )
+    is_causal = merge_masks(shape, torch.float32, cpu, key_padding_mask=padding, is_causal=True)
     assert torch.equal(is_causal, from_bool)
 
 
 def test_merge_masks_reshapes_per_head_masks():
     mask = torch.zeros(2 * 3, 4, 5, dtype=torch.bool)
     mask[4] = True  # batch 1, head 1
-    merged = merge_masks(mask, None, False, 2, 3, 4, 5, torch.float32, torch.device("cpu"))
+    merged = merge_masks((2, 3, 4, 5), torch.float32, torch.device("cpu"), attn_mask=mask)
     assert merged.shape == (2, 3, 4, 5)
     assert torch.isneginf(merged[1, 1]).all() and not torch.isneginf(merged[1, 0]).any()
 

@@ -4,7 +4,12 @@ import pytest
 import sacrebleu
 import torch
 
-from lecturekit.metrics import corpus_bleu, error_rate_by_position, exact_match, token_accuracy
+from lecturekit.training.metrics import (
+    corpus_bleu,
+    error_rate_by_position,
+    exact_match,
+    token_accuracy,
+)
 
 
 def test_exact_match():

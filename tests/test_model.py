@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from lecturekit import Transformer, TransformerConfig, causal_mask
-from lecturekit.interop import EncoderDecoder, to_torch
+from lecturekit.model.interop import EncoderDecoder, to_torch
 
 
 def small_config(**overrides):
@@ -206,3 +206,73 @@ def test_properties_on_random_configs(config, cut, seed):
         cache = model.init_cache(model.encode(src))
         steps = torch.stack([model.decode_step(tgt[:, t], cache) for t in range(5)], dim=1)
         torch.testing.assert_close(steps, logits, atol=1e-5, rtol=0)
+
+
+TORCH_MASK_ORDER = [
+    "src_mask",
+    "mask",  # nn.TransformerEncoder's name for its src_mask
+    "attn_mask",
+    "tgt_mask",
+    "memory_mask",
+    "src_key_padding_mask",
+    "key_padding_mask",
+    "tgt_key_padding_mask",
+    "memory_key_padding_mask",
+]
+
+
+def _functions_taking_masks() -> list:
+    """Every function and method of lecturekit (outside the Triton kernels) with a parameter
+    named like one of torch's masks, found by walking the package (not from a list)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import lecturekit
+
+    found = []
+    for info in pkgutil.walk_packages(lecturekit.__path__, "lecturekit."):
+        if info.name.startswith("lecturekit.kernels") or info.name.endswith("__main__"):
+            continue  # the kernels need triton; tests/kernels checks their signatures
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if getattr(value, "__module__", None) != module.__name__:
+                continue
+            members = vars(value).values() if inspect.isclass(value) else [value]
+            for function in members:
+                if not inspect.isfunction(function):
+                    continue
+                params = inspect.signature(function).parameters.values()
+                if any(p.name in TORCH_MASK_ORDER for p in params):
+                    found.append(function)
+    return found
+
+
+def test_masks_are_keyword_only_and_in_torchs_order() -> None:
+    """An optional mask is keyword-only, masks come in torch's order, and nothing forwards
+    masks as positional ``*args``. A required mask is the function's subject
+    (``to_additive(mask, dtype)``); a constructor stores it (``KVCache``)."""
+    import inspect
+
+    functions = _functions_taking_masks()
+    names = {f.__qualname__ for f in functions}
+    for expected in (
+        "Transformer.forward",
+        "Transformer.decode",
+        "Decoder.forward",
+        "DecoderLayer.forward",
+        "MultiHeadAttention.forward",
+        "scaled_dot_product_attention",
+        "TransformerDecoder.start",
+    ):
+        assert expected in names, expected  # the walk finds them
+    for function in functions:
+        params = list(inspect.signature(function).parameters.values())
+        found = [p for p in params if p.name in TORCH_MASK_ORDER]
+        assert not any(p.kind is p.VAR_POSITIONAL for p in params), function.__qualname__
+        if function.__name__ == "__init__":
+            continue
+        optional = [p for p in found if p.default is not p.empty]
+        assert all(p.kind is p.KEYWORD_ONLY for p in optional), function.__qualname__
+        order = [TORCH_MASK_ORDER.index(p.name) for p in found]
+        assert order == sorted(order), function.__qualname__

@@ -1,11 +1,16 @@
-"""Tests for lecturekit.nat: AT vs NAT tables fitted by counting (p35-p36)."""
+"""Tests for lecturekit.chapters.ch04_nat: AT vs NAT tables fitted by counting (p35-p36)."""
 
 import itertools
 from collections import Counter
 
 import pytest
 
-from lecturekit.nat import EOS, AutoregressiveTable, NonAutoregressiveTable, valid_fraction
+from lecturekit.chapters.ch04_nat import (
+    EOS,
+    AutoregressiveTable,
+    NonAutoregressiveTable,
+    valid_fraction,
+)
 
 THANKS = (
     [("thank", "you")] * 4 + [("many", "thanks")] * 3 + [("big", "thanks")] * 3 + [("thanks",)] * 2

@@ -1,12 +1,14 @@
 """Packaging of lecturekit: cheap silent import, lazy exports, a buildable wheel, and
-lecturekit.environment's report checked against independent sources."""
+lecturekit.book.environment's report checked against independent sources."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import io
 import json
 import os
+import pkgutil
 import platform
 import re
 import subprocess
@@ -17,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import lecturekit
-from lecturekit import environment
+from lecturekit import _lazy
+from lecturekit.book import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +51,18 @@ def test_import_is_silent_fast_and_lazy() -> None:
     assert measured["elapsed"] < 1.0, f"import lecturekit took {measured['elapsed']:.2f} s"
 
 
+def test_listing_names_and_torch_free_names_do_not_import_torch() -> None:
+    probe = (
+        "import sys, lecturekit\n"
+        "names = lecturekit.__all__, dir(lecturekit), dir(lecturekit.model)\n"
+        "lecturekit.make_task, lecturekit.data.make_task, lecturekit.chapters.ch04_nat\n"
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
 def test_version_matches_metadata_and_pyproject() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     declared = re.search(r'^version = "([^"]+)"$', pyproject, flags=re.MULTILINE)
@@ -56,13 +71,84 @@ def test_version_matches_metadata_and_pyproject() -> None:
     assert importlib.metadata.version("lecturekit") == lecturekit.__version__
 
 
-def test_every_export_resolves() -> None:
-    for name, module in lecturekit._EXPORTS.items():
-        value = getattr(lecturekit, name)
-        assert value.__module__.startswith("lecturekit"), (
-            f"lecturekit.{name} should come from {module}, got {value.__module__}"
-        )
-    assert set(lecturekit._EXPORTS) <= set(dir(lecturekit))
+def _packages() -> list[str]:
+    """Every package of lecturekit, found on disk (not from a list)."""
+    found = pkgutil.walk_packages(lecturekit.__path__, prefix="lecturekit.")
+    return ["lecturekit"] + sorted(m.name for m in found if m.ispkg)
+
+
+def _modules(package: str) -> list[str]:
+    module = importlib.import_module(package)
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(module.__path__)
+        if not m.name.startswith("_") and m.name != "__main__"
+    )
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_submodule_is_reachable_by_attribute(package: str) -> None:
+    module = importlib.import_module(package)
+    lazy = vars(module).get("__getattr__")
+    assert lazy is not None, f"{package} resolves no submodule by attribute access"
+    for name in _modules(package):
+        # call the package's own resolver: an attribute set by an earlier import cannot hide
+        # a submodule it does not know
+        assert lazy(name) is importlib.import_module(f"{package}.{name}"), f"{package}.{name}"
+        assert name in dir(module)
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_public_name_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    names = module.__all__
+    assert names, f"{package} exports nothing"
+    for name in names:
+        value = getattr(module, name)
+        origin = getattr(value, "__module__", None) or "lecturekit"
+        assert origin.startswith(("lecturekit", "typing")), f"{package}.{name} from {origin}"
+        assert name in dir(module)
+    clash = set(names) & set(_modules(package))
+    assert not clash, f"{package}: names that are also submodules: {sorted(clash)}"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [p for p in _packages() if p not in ("lecturekit.exercises", "lecturekit.kernels")],
+)
+def test_module_all_lists_what_the_module_defines(package: str) -> None:
+    """The static __all__ the lazy loader reads is the module's real __all__, and complete."""
+    for name in _modules(package):
+        path = Path(importlib.import_module(package).__path__[0]) / f"{name}.py"
+        if not path.is_file():
+            continue  # a subpackage: checked on its own
+        module = importlib.import_module(f"{package}.{name}")
+        assert _lazy.static_all(path) == list(module.__all__), f"{package}.{name}"
+        for public in module.__all__:
+            assert hasattr(module, public), f"{package}.{name}.{public}"
+
+
+def test_top_level_convenience_names() -> None:
+    from lecturekit.decoding.search import greedy
+    from lecturekit.model.transformer import Transformer
+    from lecturekit.training.loop import fit
+
+    assert lecturekit.Transformer is Transformer
+    assert lecturekit.fit is fit and lecturekit.greedy is greedy
+    assert {"Transformer", "TransformerConfig", "fit", "greedy", "make_task"} <= set(
+        lecturekit.__all__
+    )
+
+
+def test_a_name_exported_twice_is_an_error(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "twice"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text('__all__ = ["f"]\ndef f(): pass\n')
+    (package / "b.py").write_text('__all__ = ["f"]\ndef f(): pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="exported by both"):
+        _lazy.exports("twice")
 
 
 def test_unknown_attribute_raises_attribute_error() -> None:
@@ -91,7 +177,12 @@ def test_wheel_builds_and_holds_the_package(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("lecturekit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "lecturekit/__init__.py" in names
-    assert "lecturekit/environment.py" in names
+    on_disk = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "lecturekit").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert on_disk <= names, sorted(on_disk - names)  # every module of every subpackage
     assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names), sorted(names)
     metadata = (
         zipfile.ZipFile(wheel)
@@ -163,3 +254,24 @@ def test_kernels_status_does_not_hide_unrelated_import_errors(
     monkeypatch.setattr(environment.importlib, "import_module", broken)
     with pytest.raises(ModuleNotFoundError, match="numpy_typo"):
         environment._kernels_status(cuda_available=False)
+
+
+def test_readme_package_map_matches_the_tree() -> None:
+    """Every folder of lecturekit has a row in the README's package map; every module of a
+    folder is named in its row; every name a row quotes is a module or a public name of that
+    folder (no row names a module that has moved or gone)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Package map", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)/` \| (.*?) \|", section, flags=re.MULTILINE)
+    }
+    folders = {m.name for m in pkgutil.iter_modules(lecturekit.__path__) if m.ispkg}
+    assert set(rows) == folders
+    for folder, row in rows.items():
+        package = f"lecturekit.{folder}"
+        named = set(re.findall(r"`(\w+)`", row))
+        modules = set(_modules(package))
+        assert modules <= named, f"{folder}/ modules missing from its row: {modules - named}"
+        public = set(importlib.import_module(package).__all__)
+        assert named <= modules | public, f"{folder}/ row names {named - modules - public}"

@@ -7,7 +7,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from lecturekit import plotting as P
+from lecturekit.book import decoding_plots as D
+from lecturekit.book import plotting as P
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_positional_encoding_mask_distribution_error_curves(no_warnings):
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == pytest.approx([0.5, 0.3, 0.2, 1.0, 0.0, 0.0])
     _draw(fig)
-    fig = P.plot_error_by_position({"teacher forcing": [0.0, 0.1, 0.3]})
+    fig = D.plot_error_by_position({"teacher forcing": [0.0, 0.1, 0.3]})
     assert list(fig.axes[0].get_lines()[0].get_ydata()) == [0.0, 0.1, 0.3]
     _draw(fig)
     with pytest.raises(ValueError, match=r"\(L, D\)"):
@@ -145,7 +146,7 @@ def test_plot_beam_tree(no_warnings):
         [((5, 6), -0.9), ((5, 5), -1.5), ((6, 6), -1.0)],
         [((6, 6, 2), -1.1), ((5, 6, 2), -1.6)],
     ]
-    fig = P.plot_beam_tree(steps, token_labels={5: "A", 6: "B", 2: "<eos>"})
+    fig = D.plot_beam_tree(steps, token_labels={5: "A", 6: "B", 2: "<eos>"})
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert len(texts) == 1 + 7 and "A\n-0.40" in texts and "<eos>\n-1.10" in texts
     red = [line for line in fig.axes[0].get_lines() if line.get_color() == "#d62728"]
@@ -159,7 +160,7 @@ def test_plot_beam_tree(no_warnings):
         tokens: list
         score: float
 
-    fig = P.plot_beam_tree([[Hyp([1], -0.1)], [Hyp([1, 2], -0.3)]], best=[1, 2])
+    fig = D.plot_beam_tree([[Hyp([1], -0.1)], [Hyp([1, 2], -0.3)]], best=[1, 2])
     assert len(fig.axes[0].texts) == 3
     with pytest.raises(ValueError, match="length 2"):
-        P.plot_beam_tree([[((1,), 0.0)], [((1,), 0.0)]])
+        D.plot_beam_tree([[((1,), 0.0)], [((1,), 0.0)]])

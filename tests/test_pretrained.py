@@ -38,7 +38,7 @@ def test_translation_model_translates_held_out_sentences() -> None:
     src = torch.nn.utils.rnn.pad_sequence(
         [torch.tensor(ckpt.src_vocab.encode(s)) for s, _ in pairs], batch_first=True
     )
-    out = greedy(ckpt.model, src, task.max_tgt_len + 1)
+    out = greedy(ckpt.model, src, task.max_tgt_len + 1).tokens
     correct = sum(
         ckpt.tgt_vocab.decode(row) == tgt for row, (_, tgt) in zip(out, pairs, strict=True)
     )

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from lecturekit.rnn import (
+from lecturekit.chapters.ch01_rnn import (
     context_recoverability,
     make_rnn_weights,
     module_gradient_norms,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lecturekit.scheduled_sampling import (
+from lecturekit.training.scheduled_sampling import (
     ScheduledSampling,
     mix_decoder_inputs,
     teacher_forcing_prob,

@@ -3,7 +3,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from lecturekit import widgets as W
+from lecturekit.book import widgets as W
 from lecturekit.decoding import filter_logits
 
 

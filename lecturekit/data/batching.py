@@ -1,7 +1,7 @@
 """From lists of token ids to padded batches for teacher forcing.
 
 For a pair (source ids ``x``, target ids ``y``) the decoder is trained with teacher forcing
-(lecture p18-p19, p35): its input is ``<bos> y_1 ... y_n`` and the label at each position is
+(lecture p46): its input is ``<bos> y_1 ... y_n`` and the label at each position is
 the next gold token, ``y_1 ... y_n <eos>``. ``collate`` builds exactly that, pads every row
 to the longest one in the batch and returns the padding masks (True = padding, the
 ``torch.nn.Transformer`` convention).
@@ -20,6 +20,8 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+__all__ = ["Batch", "pad_sequences", "collate", "BucketBatchSampler", "make_loader"]
 
 IdPair = tuple[Sequence[int], Sequence[int]]
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from lecturekit.data.vocab import SPECIAL_TOKENS, UNK_ID
 
+__all__ = ["BPE", "pretokenize"]
+
 SPACE = "▁"  # U+2581, SentencePiece's marker for "a space came before this"
 
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from lecturekit.data.vocab import CharVocab, Vocab, WordVocab
 
+__all__ = ["TASKS", "TaskSpec", "TaskData", "list_tasks", "make_task", "number_to_chinese"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from torch.utils.data import DataLoader
 
@@ -305,7 +307,7 @@ class TaskData:
     """The three splits of a task as (source, target) string pairs, plus vocabularies.
 
     Targets are stored without ``<bos>``/``<eos>``; ``lecturekit.data.collate`` adds them
-    (decoder input = ``<bos>`` + target, labels = target + ``<eos>``, lecture p18-p19).
+    (decoder input = ``<bos>`` + target, labels = target + ``<eos>``: teacher forcing, lecture p46).
     """
 
     name: str

@@ -7,8 +7,8 @@ the defaults of ``TransformerConfig`` (``pad_id=0, bos_id=1, eos_id=2``):
 id    token      role
 ====  =========  ==============================================================
 0     ``<pad>``  fills short sequences up to the batch length; always masked out
-1     ``<bos>``  "begin of sentence": the decoder's first input (lecture p18)
-2     ``<eos>``  "end of sentence": the decoder outputs it to stop (p19)
+1     ``<bos>``  "begin of sentence": the decoder's first input (lecture p24)
+2     ``<eos>``  "end of sentence": the decoder outputs it to stop (p31-p34)
 3     ``<unk>``  any token that is not in the vocabulary
 ====  =========  ==============================================================
 
@@ -21,6 +21,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+__all__ = [
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "SPECIAL_TOKENS",
+    "Vocab",
+    "CharVocab",
+    "WordVocab",
+]
 
 PAD_ID = 0
 BOS_ID = 1

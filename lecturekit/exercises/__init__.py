@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lecturekit._lazy import attach
 from lecturekit.exercises import running
 from lecturekit.exercises.specs import Spec, short
 
@@ -53,6 +54,9 @@ __all__ = [
     "list_exercises",
     "get_exercise",
 ]
+
+# submodules (e.g. ``exercises.<module>``) resolve on first attribute access
+__getattr__, __dir__ = attach(__name__, names=False)
 
 # seconds one hidden case may run; the reference solutions need milliseconds
 TIME_LIMIT_S = 10.0

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - static analysers only
     import torch
 
+from lecturekit._lazy import attach
+
 __all__ = ["attention", "available", "layer_norm", "softmax"]
+
+# submodules (e.g. ``kernels.<module>``) resolve on first attribute access
+__getattr__, __dir__ = attach(__name__, names=False)
 
 
 def available() -> bool:

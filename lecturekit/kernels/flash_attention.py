@@ -89,6 +89,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from lecturekit.kernels._utils import check_tensor, interpreter_enabled, next_power_of_2
+from lecturekit.model.masks import causal_mask
 
 MAX_HEAD_DIM = 128
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
@@ -113,8 +114,8 @@ def attention_reference(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
     masked = torch.zeros(scores.shape[-2:], dtype=torch.bool, device=q.device)
-    if is_causal:
-        masked = torch.ones_like(masked).triu(diagonal=1)  # key j > query i
+    if is_causal:  # the package's one causal convention: top-left, key j > query i masked
+        masked = causal_mask(*scores.shape[-2:], device=q.device)
     masked = masked.expand(scores.shape)
     if key_padding_mask is not None:
         masked = masked | key_padding_mask[:, None, None, :]

@@ -2,7 +2,7 @@
 
 A *recipe* says how a model was made: the task (generated offline, seeded), the model
 configuration, the training configuration and the seed. ``load(name)`` returns the shipped
-checkpoint (a :class:`lecturekit.checkpoint.Checkpoint`: model, vocabularies, metadata);
+checkpoint (a :class:`lecturekit.training.checkpoint.Checkpoint`: model, vocabularies, metadata);
 ``python -m lecturekit.pretrained build [name ...]`` trains the recipes again from scratch
 and overwrites the shipped files (the same machine gives the same weights).
 
@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lecturekit._lazy import attach
+
 __all__ = [
     "Recipe",
     "RECIPES",
@@ -52,6 +54,9 @@ __all__ = [
     "history",
     "recipe_task",
 ]
+
+# submodules (e.g. ``pretrained.<module>``) resolve on first attribute access
+__getattr__, __dir__ = attach(__name__, names=False)
 
 DATA_DIR = Path(__file__).resolve().parent
 
@@ -88,7 +93,7 @@ class Recipe:
             or self.max_src_len < 1
         ):
             raise ValueError(
-                f"max_src_len: expected a positive int or None, got {self.max_src_len!r}"
+                f"max_src_len must be a positive int or None, got {self.max_src_len!r}"
             )
 
 
@@ -98,7 +103,7 @@ RECIPES: dict[str, Recipe] = {}
 def register(recipe: Recipe) -> Recipe:
     """Add ``recipe`` to the registry (a name may be registered once)."""
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}")
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
     if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
         raise ValueError(f"recipe: the name {recipe.name!r} is already registered")
     RECIPES[recipe.name] = recipe
@@ -121,7 +126,7 @@ def checkpoint_path(name: str) -> Path:
 
 def _recipe(name: str) -> Recipe:
     if name not in RECIPES:
-        raise ValueError(f"name: expected one of {sorted(RECIPES)}, got {name!r}")
+        raise ValueError(f"name must be one of {sorted(RECIPES)}, got {name!r}")
     return RECIPES[name]
 
 
@@ -131,7 +136,7 @@ def load(name: str, **runtime_overrides: Any):
 
     ``runtime_overrides``: e.g. ``attention_backend="sdpa"`` (see ``load_checkpoint``).
     """
-    from lecturekit.checkpoint import load_checkpoint
+    from lecturekit.training.checkpoint import load_checkpoint
 
     path = checkpoint_path(name)
     if not path.is_file():
@@ -164,7 +169,7 @@ def recipe_task(name: str):
 def history(name: str):
     """The training history recorded when the shipped checkpoint ``name`` was built, as a
     ``lecturekit.training.History`` (``.plot()`` draws its curves)."""
-    from lecturekit.training import History
+    from lecturekit.training.history import History
 
     recorded = load(name).metadata.get("history")
     if recorded is None:
@@ -197,10 +202,12 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
     """
     import torch
 
-    from lecturekit.checkpoint import load_checkpoint, save_checkpoint
-    from lecturekit.config import TransformerConfig
-    from lecturekit.model import Transformer
-    from lecturekit.training import TrainConfig, evaluate, fit
+    from lecturekit.model.config import TransformerConfig
+    from lecturekit.model.transformer import Transformer
+    from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
+    from lecturekit.training.config import TrainConfig
+    from lecturekit.training.evaluation import evaluate
+    from lecturekit.training.loop import fit
 
     recipe = _recipe(name)
     path = Path(path) if path is not None else checkpoint_path(name)

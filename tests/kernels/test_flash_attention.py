@@ -96,8 +96,11 @@ def test_interpreter_upcasts_bf16_after_loading(device):
     assert (out.double() - ref).abs().max().item() <= 4 * 2.0**-8
 
 
-def test_reference_matches_sdpa():
-    q, k, v = (torch.randn(2, 3, 9, 8, dtype=torch.float64) for _ in range(3))
+@pytest.mark.parametrize("n_q, n_k", [(9, 9), (5, 9), (9, 5)])
+def test_reference_matches_sdpa(n_q, n_k):
+    """Causal is top-left for Nq != Nk too, as in torch (the package's one convention)."""
+    q = torch.randn(2, 3, n_q, 8, dtype=torch.float64)
+    k, v = (torch.randn(2, 3, n_k, 8, dtype=torch.float64) for _ in range(2))
     for causal in (False, True):
         torch.testing.assert_close(
             attention_reference(q, k, v, is_causal=causal),

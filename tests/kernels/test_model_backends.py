@@ -84,3 +84,19 @@ def test_training_with_attention_dropout_runs_through_the_kernel(device, monkeyp
     assert seen_dropout == [0.25, 0.25, 0.25]
     assert torch.isfinite(logits).all()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_triton_multi_head_attention_is_causal_for_unequal_lengths(device):
+    """is_causal with Tq != Tk runs the kernel (no fallback) and means what it means in torch."""
+    from lecturekit import MultiHeadAttention
+
+    module = MultiHeadAttention(32, 2, backend="triton").to(device).eval()
+    x, memory = torch.randn(2, 5, 32, device=device), torch.randn(2, 9, 32, device=device)
+    for query, keys in ((x, memory), (memory, x)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a fallback would warn
+            out, _ = module(query, keys, keys, is_causal=True)
+        q, (k, v) = module.project_q(query), module.project_kv(keys)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        expected = module.out_proj(module.merge_heads(expected))
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)

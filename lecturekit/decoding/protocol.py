@@ -1,0 +1,127 @@
+"""The incremental-decoder protocol every decoding strategy runs on (slides p47-p54).
+
+A strategy (greedy, sampling, beam search) needs three methods of a model::
+
+    state = decoder.start(src, src_key_padding_mask=m)   # B sources -> state with B rows
+    log_probs, state = decoder.step(tokens, state)        # tokens (N,) -> log-probs (N, V)
+    state = decoder.select(state, index)                  # keep / repeat / reorder rows
+
+and the attributes ``bos_id``, ``eos_id``, ``pad_id`` and ``vocab_size``. The first ``step``
+receives BOS; each later one receives the token chosen for each row at the previous step.
+:class:`TransformerDecoder` adapts a :class:`lecturekit.Transformer` (through its KV cache);
+:class:`lecturekit.decoding.table.TableDecoder` is a model written down as a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = ["IncrementalDecoder", "TransformerDecoder", "as_decoder"]
+
+
+@runtime_checkable
+class IncrementalDecoder(Protocol):
+    """What the decoding strategies need from a model (see the module docstring)."""
+
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    vocab_size: int
+
+    def start(self, src: Any, *, src_key_padding_mask: Tensor | None = None) -> Any: ...
+
+    def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+    def select(self, state: Any, index: Tensor) -> Any: ...
+
+
+@dataclass
+class _TransformerState:
+    cache: Any = None  # lecturekit.model.cache.KVCache (cached decoding)
+    memory: Tensor | None = None  # (N, S, D) (uncached decoding)
+    memory_key_padding_mask: Tensor | None = None  # (N, S) True = padding
+    prefix: Tensor | None = None  # (N, t) tokens fed so far (uncached decoding)
+
+
+class TransformerDecoder:
+    """Adapter from :class:`lecturekit.Transformer` to the incremental-decoder protocol.
+
+    With ``use_cache=True`` (default) each step feeds one token to ``model.decode_step`` and
+    the self-attention keys/values of earlier steps come from the KV cache
+    (``model.init_cache`` / ``KVCache.index_select``). With ``use_cache=False`` every step
+    re-runs ``model.decode`` on the whole prefix: same numbers, quadratic cost; it exists to
+    test the cache and to show in the book what the cache saves.
+    """
+
+    def __init__(self, model: torch.nn.Module, use_cache: bool = True) -> None:
+        for name in ("encode", "decode", "init_cache", "decode_step", "config"):
+            if not hasattr(model, name):
+                raise TypeError(
+                    f"model must be a lecturekit.Transformer (with .{name}), "
+                    f"got {type(model).__name__}"
+                )
+        self.model = model
+        self.use_cache = use_cache
+        cfg = model.config
+        self.bos_id = int(cfg.bos_id)
+        self.eos_id = int(cfg.eos_id)
+        self.pad_id = int(cfg.pad_id)
+        self.vocab_size = int(cfg.tgt_vocab_size)
+
+    def start(
+        self, src: Tensor, *, src_key_padding_mask: Tensor | None = None
+    ) -> _TransformerState:
+        """Encode ``src`` ``(B, S)`` once; the returned state has B rows."""
+        if not isinstance(src, Tensor) or src.dim() != 2:
+            raise ValueError(
+                f"src must be a LongTensor of shape (B, S), got "
+                f"{tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__}"
+            )
+        if src_key_padding_mask is None:
+            src_key_padding_mask = src == self.model.config.pad_id
+        memory = self.model.encode(src, src_key_padding_mask=src_key_padding_mask)
+        if self.use_cache:
+            cache = self.model.init_cache(memory, memory_key_padding_mask=src_key_padding_mask)
+            return _TransformerState(cache=cache)
+        empty = torch.empty(src.shape[0], 0, dtype=torch.long, device=src.device)
+        return _TransformerState(
+            memory=memory, memory_key_padding_mask=src_key_padding_mask, prefix=empty
+        )
+
+    def step(self, tokens: Tensor, state: _TransformerState) -> tuple[Tensor, _TransformerState]:
+        """Feed ``tokens`` ``(N,)``; return next-token log-probs ``(N, V)``."""
+        if self.use_cache:
+            logits = self.model.decode_step(tokens, state.cache)
+            return torch.log_softmax(logits.float(), dim=-1), state
+        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
+        logits = self.model.decode(
+            prefix, state.memory, memory_key_padding_mask=state.memory_key_padding_mask
+        )  # (N, t+1, V)
+        state = _TransformerState(
+            memory=state.memory,
+            memory_key_padding_mask=state.memory_key_padding_mask,
+            prefix=prefix,
+        )
+        return torch.log_softmax(logits[:, -1].float(), dim=-1), state
+
+    def select(self, state: _TransformerState, index: Tensor) -> _TransformerState:
+        """Rows ``index`` ``(N',)`` of ``state``."""
+        if self.use_cache:
+            return _TransformerState(cache=state.cache.index_select(index))
+        mask = state.memory_key_padding_mask
+        return _TransformerState(
+            memory=state.memory.index_select(0, index),
+            memory_key_padding_mask=None if mask is None else mask.index_select(0, index),
+            prefix=state.prefix.index_select(0, index),
+        )
+
+
+def as_decoder(model: Any, use_cache: bool = True) -> IncrementalDecoder:
+    """``model`` if it already follows the protocol, else a :class:`TransformerDecoder`."""
+    if isinstance(model, IncrementalDecoder):
+        return model
+    return TransformerDecoder(model, use_cache=use_cache)

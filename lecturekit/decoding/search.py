@@ -1,0 +1,248 @@
+"""Decoding strategies that choose one token per step: greedy search and sampling (p53-p54).
+
+Every strategy runs on the incremental-decoder protocol of :mod:`lecturekit.decoding.protocol`,
+so the same code decodes a trained :class:`lecturekit.Transformer` (through its KV cache) and
+a :class:`lecturekit.decoding.table.TableDecoder`. Beam search and exhaustive search are in
+:mod:`lecturekit.decoding.beam`.
+
+All strategies forbid PAD and BOS as outputs (their log-probabilities are set to ``-inf``,
+without renormalising the others, so a hypothesis' score is still the sum of the model's own
+token log-probabilities). Generated sequences exclude BOS and include EOS when one was
+produced; rows that stopped earlier are right-padded with ``pad_id``. Every strategy returns
+one :class:`Decoded` and runs the model in eval mode (no dropout), restoring its mode after.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lecturekit._common import check_bool, check_int, check_number, check_type, eval_mode
+from lecturekit.decoding.protocol import IncrementalDecoder, as_decoder
+
+__all__ = ["Decoded", "greedy", "sample", "filter_logits", "sequence_log_prob"]
+
+# below this, log-probs / temperature could overflow to -inf in a whole row (greedy() is the
+# limit 0)
+MIN_TEMPERATURE = 1e-6
+
+
+@dataclass
+class Decoded:
+    """What every decoding strategy returns.
+
+    * ``tokens``: ``(B, T)`` long, the (best) output of each source: no BOS, EOS included when
+      produced, ``pad_id`` after it.
+    * ``scores``: ``(B,)`` float64: the output's log-probability under the model (greedy,
+      sampling), or its ranking score ``log P / length_penalty`` (beam and exhaustive search).
+    * ``hypotheses``: beam and exhaustive search only: per source its ``n_best``
+      :class:`lecturekit.decoding.beam.Hypothesis` objects, best first (else None).
+    * ``trace``: beam search with ``trace=True`` only: ``trace[b][t]`` lists the prefixes kept
+      after step ``t + 1`` (for drawing the search tree; else None).
+    """
+
+    tokens: Tensor
+    scores: Tensor
+    hypotheses: list[list[Any]] | None = None
+    trace: list[list[list[Any]]] | None = None
+
+
+def forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
+    """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated)."""
+    log_probs = log_probs.clone()
+    log_probs[:, dec.pad_id] = -math.inf
+    if dec.bos_id != dec.eos_id:
+        log_probs[:, dec.bos_id] = -math.inf
+    return log_probs
+
+
+def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:
+    """``(state, batch size, device)`` of a decoding run over ``src``."""
+    state = dec.start(src, src_key_padding_mask=src_key_padding_mask)
+    if isinstance(state, list):
+        batch = len(state)
+    elif isinstance(src, Tensor):
+        batch = src.shape[0]
+    else:
+        batch = src if isinstance(src, int) else 1
+    device = src.device if isinstance(src, Tensor) else torch.device("cpu")
+    return state, batch, device
+
+
+@torch.no_grad()
+def greedy(
+    model: Any,
+    src: Any,
+    max_len: int,
+    *,
+    src_key_padding_mask: Tensor | None = None,
+    use_cache: bool = True,
+) -> Decoded:
+    """Greedy decoding: at each step take the most probable next token (p24, p53).
+
+    Args:
+        model: a :class:`lecturekit.Transformer` or any :class:`IncrementalDecoder`.
+        src: source token ids ``(B, S)`` (padded with ``pad_id``); for a
+            :class:`TableDecoder`, ``None`` or a batch size.
+        max_len: maximum number of generated tokens (EOS included).
+        src_key_padding_mask: ``(B, S)`` bool, True = padding; derived from ``pad_id`` when
+            omitted.
+        use_cache: decode with the KV cache (True) or recompute the prefix each step.
+
+    Returns:
+        :class:`Decoded`: ``tokens (B, T)``, ``T <= max_len``, and ``scores (B,)``, each row's
+        log-probability.
+    """
+    check_int("max_len", max_len, minimum=1)
+
+    def most_probable(log_probs: Tensor) -> Tensor:
+        return log_probs.argmax(dim=-1)
+
+    return _token_by_token(model, src, max_len, most_probable, src_key_padding_mask, use_cache)
+
+
+def _token_by_token(
+    model: Any,
+    src: Any,
+    max_len: int,
+    choose: Callable[[Tensor], Tensor],
+    src_key_padding_mask: Tensor | None,
+    use_cache: bool,
+) -> Decoded:
+    """The loop greedy and sampling share: ``choose`` maps log-probs ``(B, V)`` to ``(B,)``.
+
+    Finished rows get ``pad_id`` and stop adding to their score; stops when every row has
+    produced EOS or after ``max_len`` tokens.
+    """
+    check_bool("use_cache", use_cache)
+    dec = as_decoder(model, use_cache=use_cache)
+    with eval_mode(model):
+        state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
+        tokens = torch.full((batch,), dec.bos_id, dtype=torch.long, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        scores = torch.zeros(batch, dtype=torch.float64, device=device)
+        out = []
+        for _ in range(max_len):
+            log_probs, state = dec.step(tokens, state)
+            log_probs = forbid_specials(log_probs, dec)
+            chosen = choose(log_probs)
+            gained = log_probs.gather(1, chosen[:, None]).squeeze(1).double()
+            scores += torch.where(done, torch.zeros_like(gained), gained)
+            tokens = torch.where(done, torch.full_like(chosen, dec.pad_id), chosen)
+            out.append(tokens)
+            done |= tokens == dec.eos_id
+            if bool(done.all()):
+                break
+    return Decoded(tokens=torch.stack(out, dim=1), scores=scores)
+
+
+def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
+    """Set to ``-inf`` the logits that top-k / top-p (nucleus) sampling excludes (p54).
+
+    ``top_k`` keeps exactly the k largest logits of each row. ``top_p`` keeps the smallest
+    set of most probable tokens whose total probability reaches ``top_p`` (Holtzman et al.,
+    2020); the most probable token is always kept. For both, ties at the boundary keep the
+    lower token index first, so the result does not depend on the sort implementation.
+
+    Args:
+        logits: ``(N, V)``.
+    Returns:
+        ``(N, V)``, a filtered copy.
+    """
+    check_int("top_k", top_k, minimum=1, optional=True)
+    check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
+    logits = logits.clone()
+    if top_k is not None and top_k < logits.shape[-1]:
+        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
+        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order[:, :top_k], False)
+        logits[drop] = -math.inf
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
+        probs = torch.softmax(sorted_logits.double(), dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # mass of the strictly more probable tokens
+        drop_sorted = before >= top_p  # the set already reached top_p without this token
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits[drop] = -math.inf
+    return logits
+
+
+@torch.no_grad()
+def sample(
+    model: Any,
+    src: Any,
+    max_len: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    src_key_padding_mask: Tensor | None = None,
+    use_cache: bool = True,
+) -> Decoded:
+    """Ancestral sampling with temperature, top-k and top-p (p54).
+
+    Each step draws the next token from ``softmax(logits / temperature)`` restricted by
+    :func:`filter_logits`. Reproducible: pass ``seed`` (a fresh generator seeded with it) or
+    your own ``generator``; the same seed gives the same samples.
+
+    Args:
+        model, src, max_len, src_key_padding_mask, use_cache: as in :func:`greedy`.
+        temperature: finite, >= ``MIN_TEMPERATURE`` (1e-6); below 1 sharpens, above 1
+            flattens the distribution (its limit 0 is :func:`greedy`).
+        top_k: keep only the k most probable tokens (None = all).
+        top_p: keep the smallest set of tokens whose probability reaches ``top_p``.
+        seed / generator: randomness source (at most one of them).
+
+    Returns:
+        :class:`Decoded`: ``tokens (B, T)`` as in :func:`greedy` and ``scores (B,)``, the
+        model's log-probability of each sample (unaffected by temperature and filtering).
+    """
+    check_int("max_len", max_len, minimum=1)
+    check_number("temperature", temperature, minimum=MIN_TEMPERATURE)
+    check_int("top_k", top_k, minimum=1, optional=True)
+    check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
+    check_int("seed", seed, optional=True)
+    if generator is not None:
+        check_type("generator", generator, torch.Generator, "a torch.Generator or None")
+    if seed is not None and generator is not None:
+        raise ValueError("seed and generator must not both be given, got both")
+    if generator is None:
+        generator = torch.Generator(device=src.device if isinstance(src, Tensor) else "cpu")
+        if seed is not None:
+            generator.manual_seed(seed)
+        else:
+            generator.seed()
+
+    def draw(log_probs: Tensor) -> Tensor:
+        filtered = filter_logits(log_probs / temperature, top_k, top_p)
+        probs = torch.softmax(filtered.double(), dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+    return _token_by_token(model, src, max_len, draw, src_key_padding_mask, use_cache)
+
+
+@torch.no_grad()
+def sequence_log_prob(model: Any, src: Any, tokens: Sequence[int] | Tensor) -> float:
+    """Log-probability the model gives to the output ``tokens`` (no BOS) for one source.
+
+    Computed step by step through the protocol, so it works for a :class:`TableDecoder`
+    (for which it is ``log`` of the product of the table's entries) as well as a model, which
+    scores in eval mode (no dropout) like every decoding strategy.
+    ``src``: one source, ``(1, S)`` for a Transformer, ``None`` for a table.
+    """
+    tokens = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
+    dec = as_decoder(model)
+    total = 0.0
+    with eval_mode(model):
+        state, _, device = start(dec, src, src_key_padding_mask=None)
+        for prev, tok in zip(itertools.chain([dec.bos_id], tokens), tokens, strict=False):
+            log_probs, state = dec.step(torch.tensor([prev], device=device), state)
+            total += float(log_probs[0, tok])
+    return total

@@ -1,0 +1,314 @@
+"""Scaled dot-product attention and multi-head attention.
+
+``scaled_dot_product_attention`` is the reference, written out step by step so a reader can
+follow it and plot the weights: scores = Q K^T / sqrt(d_k), mask, softmax, weighted sum of V.
+``MultiHeadAttention`` projects Q, K, V, splits the heads, attends with one of three backends
+and merges the heads again:
+
+* ``"math"``: the reference function above (can return the weights);
+* ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused, fast);
+* ``"triton"``: ``lecturekit.kernels.attention`` on a GPU (dispatch in ``lecturekit.kernels.backend``); elsewhere it falls back to
+  ``"sdpa"`` with one warning.
+
+All backends give the same output up to float rounding (tested).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lecturekit.kernels.backend import usable_kernels, warn_once
+from lecturekit.model.config import ATTENTION_BACKENDS
+from lecturekit.model.masks import (
+    causal_mask,
+    check_attn_mask,
+    check_key_padding_mask,
+    fully_masked_rows,
+    merge_masks,
+    to_additive,
+)
+
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
+
+
+def _may_mask_whole_rows(
+    attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
+) -> bool:
+    """Cheap test on the small ``(B, Tk)`` padding mask: can a query row lose every key?
+
+    Without an ``attn_mask`` a row loses every key only if its batch row's keys are all
+    padding, or, with the causal mask (which always leaves key 0 visible), if key 0 is padding.
+    """
+    if attn_mask is not None or key_padding_mask is None:
+        return attn_mask is not None
+    if key_padding_mask.dtype != torch.bool:
+        return True
+    blocked = key_padding_mask[:, 0] if is_causal else key_padding_mask.all(dim=-1)
+    return bool(blocked.any())
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Reference attention, step by step; returns ``(output, weights)``.
+
+    query ``(..., Tq, d_k)``, key ``(..., Tk, d_k)``, value ``(..., Tk, d_v)``;
+    ``attn_mask`` broadcastable to ``(..., Tq, Tk)``: bool (True = not allowed) or float
+    (added to the scores). ``is_causal`` masks the future, top-left aligned as in torch
+    (query i sees keys j <= i; see :func:`lecturekit.model.masks.causal_mask`).
+    Output ``(..., Tq, d_v)``, weights ``(..., Tq, Tk)`` (before dropout; each row sums to 1).
+    A query whose keys are all masked gets zero weights and a zero output, not NaN.
+    """
+    d_k = query.size(-1)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    # 1. similarity of every query with every key, scaled so its variance does not grow
+    #    with d_k (a large variance would push the softmax into saturation)
+    scores = (query @ key.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+    # 2. masks: a masked score becomes -inf, so its weight after the softmax is exactly 0
+    if is_causal:  # top-left: query i sees keys j <= i (lecturekit.model.masks)
+        tq, tk = scores.shape[-2:]
+        scores = scores.masked_fill(causal_mask(tq, tk, device=scores.device), float("-inf"))
+    if attn_mask is not None:
+        scores = scores + to_additive(attn_mask, scores.dtype)
+    # 3. softmax over the keys; rows with every key masked get zeros instead of 0/0 = NaN
+    dead = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    if bool(dead.any()):
+        weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    else:  # the common case; skipping two passes over the scores saves time, not accuracy
+        weights = torch.softmax(scores, dim=-1)
+    # 4. weighted sum of the values
+    output = F.dropout(weights, p=dropout_p) @ value if dropout_p > 0 else weights @ value
+    return output, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention for self attention (p18, masked p30-p31) and cross attention (p38-p41).
+
+    Q, K and V are one fused projection ``qkv_proj`` (``(D, 3D)``, the layout of
+    ``nn.MultiheadAttention.in_proj_weight``), so self attention costs one matrix multiply.
+    ``forward`` takes the arguments of ``nn.MultiheadAttention.forward`` (batch first) and
+    returns ``(output (B, Tq, D), weights)``; ``weights`` is None unless ``need_weights=True``,
+    then it is per head ``(B, H, Tq, Tk)`` (or averaged ``(B, Tq, Tk)`` with
+    ``average_attn_weights=True``). ``self.backend`` may be changed at any time.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        backend: str = "math",
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads}"
+            )
+        if backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = dropout
+        self.backend = backend
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        # the initialisation of nn.MultiheadAttention
+        nn.init.xavier_uniform_(self.qkv_proj.weight)
+        if self.qkv_proj.bias is not None:
+            nn.init.zeros_(self.qkv_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    # -- projections -------------------------------------------------------------------------
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(B, T, D)`` -> ``(B, H, T, Dh)``."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(B, H, T, Dh)`` -> ``(B, T, D)``."""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self attention: Q, K, V of ``x (B, T, D)`` in one matmul, each ``(B, H, T, Dh)``."""
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 x (B, T, D)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        """Queries of ``x (B, T, D)`` -> ``(B, H, T, Dh)``."""
+        d = self.d_model
+        bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[:d]
+        return self.split_heads(F.linear(x, self.qkv_proj.weight[:d], bias))
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of ``memory (B, S, D)`` -> two ``(B, H, S, Dh)`` (cross attention)."""
+        d = self.d_model
+        bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[d:]
+        k, v = F.linear(memory, self.qkv_proj.weight[d:], bias).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
+
+    # -- attention ---------------------------------------------------------------------------
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention of projected heads q ``(B, H, Tq, Dh)``, k/v ``(B, H, Tk, Dh)``.
+
+        Returns the head outputs merged and projected, ``(B, Tq, D)``, and the per-head
+        weights ``(B, H, Tq, Tk)`` when ``need_weights`` (always computed by "math").
+        """
+        batch, _, tq, _ = q.shape
+        tk = k.size(2)
+        dropout_p = self.dropout if self.training else 0.0
+        backend = "math" if need_weights else self.backend
+        if backend == "triton":
+            out = self._attend_triton(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
+                dropout_p=dropout_p,
+            )
+            if out is not None:
+                return self.out_proj(self.merge_heads(out)), None
+            backend = "sdpa"
+        weights = None
+        if backend == "sdpa" and attn_mask is None and key_padding_mask is None:
+            # causal only (or no mask): the fused kernel builds the same top-left mask itself
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        else:
+            mask = merge_masks(
+                (batch, self.n_heads, tq, tk),
+                q.dtype,
+                q.device,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                is_causal=is_causal,
+            )
+            dead = None
+            if _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
+                mask, dead = fully_masked_rows(mask)  # (B|1, H|1, Tq, 1) or None
+            if backend == "math":
+                out, weights = scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=dropout_p
+                )
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            if dead is not None:  # defined result for queries that may see nothing: zeros
+                out = out.masked_fill(dead, 0.0)
+                weights = None if weights is None else weights.masked_fill(dead, 0.0)
+        return self.out_proj(self.merge_heads(out)), weights if need_weights else None
+
+    def _attend_triton(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+        dropout_p: float,
+    ) -> Tensor | None:
+        """The Triton kernel's output ``(B, H, Tq, Dh)``, or None when it cannot be used."""
+        kernels = usable_kernels(q, "MultiHeadAttention")
+        if kernels is None:
+            return None
+        unsupported = attn_mask is not None or (
+            key_padding_mask is not None and key_padding_mask.dtype != torch.bool
+        )
+        if unsupported:
+            warn_once(
+                "MultiHeadAttention: the Triton kernel supports boolean key padding masks and "
+                "is_causal, not a general attn_mask; using 'sdpa' for this call."
+            )
+            return None
+        return kernels.attention(
+            q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal, dropout_p=dropout_p
+        )
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        average_attn_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """query ``(B, Tq, D)``, key/value ``(B, Tk, D)`` -> ``(B, Tq, D)``, weights or None.
+
+        Masks are keyword-only and follow ``nn.MultiheadAttention``: ``attn_mask``
+        ``(Tq, Tk)`` or ``(B*H, Tq, Tk)``, ``key_padding_mask (B, Tk)``; bool True = not
+        allowed, float = added. ``is_causal=True`` without ``attn_mask`` applies the causal
+        mask (top-left, see :func:`lecturekit.model.masks.causal_mask`).
+        """
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+            if x.dim() != 3 or x.size(-1) != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+                )
+        if key.shape != value.shape or key.size(0) != query.size(0):
+            raise ValueError(
+                "query, key and value must share the batch size and key/value the length, got "
+                f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+        batch, tq, tk = query.size(0), query.size(1), key.size(1)
+        check_attn_mask(attn_mask, "attn_mask", batch, self.n_heads, tq, tk)
+        check_key_padding_mask(key_padding_mask, "key_padding_mask", batch, tk)
+
+        if query is key and key is value:  # self attention: one fused projection
+            q, k, v = self.project_qkv(query)
+        else:
+            q = self.project_q(query)
+            k, v = self.project_kv(key) if key is value else self._project_k_v(key, value)
+        out, weights = self.attend(
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+        )
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, H, Tq, Tk) -> (B, Tq, Tk)
+        return out, weights
+
+    def _project_k_v(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys of ``key`` and values of ``value`` when they are different tensors."""
+        d = self.d_model
+        w, b = self.qkv_proj.weight, self.qkv_proj.bias
+        k = F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d])
+        v = F.linear(value, w[2 * d :], None if b is None else b[2 * d :])
+        return self.split_heads(k), self.split_heads(v)

@@ -1,0 +1,231 @@
+"""Move weights between ``torch.nn`` Transformer modules and lecturekit's.
+
+``from_torch(module)`` accepts ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``,
+``nn.TransformerDecoderLayer``, ``nn.TransformerEncoder``, ``nn.TransformerDecoder`` and
+``nn.Transformer`` (all ``batch_first=True``) and returns the lecturekit module holding the
+same weights; its forward takes the same arguments under the same names and returns the same
+output. ``to_torch(module)`` goes the other way. The parameter layouts are the same up to
+names (``in_proj_weight`` is our ``qkv_proj.weight``, ``linear1`` is our ``ffn.linear1``,
+``multihead_attn`` is our ``cross_attn``), so the conversion is a renaming of the state dict.
+
+Not supported (a ``ValueError`` says which): ``batch_first=False``, ``bias=False``, separate
+key/value widths (``kdim``/``vdim``), ``add_bias_kv``, ``add_zero_attn``, activations other
+than relu and gelu.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lecturekit.model.attention import MultiHeadAttention
+from lecturekit.model.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+
+__all__ = ["EncoderDecoder", "from_torch", "to_torch"]
+
+# (torch name, lecturekit name) of state-dict key parts that differ; every other part is equal
+_NAME_PAIRS = [
+    ("in_proj_weight", "qkv_proj.weight"),
+    ("in_proj_bias", "qkv_proj.bias"),
+    ("linear1", "ffn.linear1"),
+    ("linear2", "ffn.linear2"),
+    ("multihead_attn", "cross_attn"),
+]
+
+
+def _rename(state: dict[str, Tensor], to_torch: bool) -> dict[str, Tensor]:
+    """State-dict keys from torch's names to lecturekit's, or back with ``to_torch``."""
+    pairs = [(ours, theirs) for theirs, ours in _NAME_PAIRS] if to_torch else _NAME_PAIRS
+    renamed = {}
+    for key, value in state.items():
+        dotted = f".{key}."  # match whole dot-separated parts only
+        for old, new in pairs:
+            dotted = dotted.replace(f".{old}.", f".{new}.")
+        renamed[dotted[1:-1]] = value
+    return renamed
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder and decoder stacks without embeddings: the counterpart of ``nn.Transformer``.
+
+    ``forward(src (B, S, D), tgt (B, T, D), ...) -> (B, T, D)`` with the keyword arguments of
+    ``nn.Transformer.forward`` (masks keyword-only).
+    """
+
+    def __init__(self, encoder: Encoder, decoder: Decoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        *,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        if src.dim() != 3 or tgt.dim() != 3 or src.size(0) != tgt.size(0):
+            raise ValueError(
+                "src and tgt must be (B, S, D) and (B, T, D) with the same batch size, got "
+                f"{tuple(src.shape)} and {tuple(tgt.shape)}"
+            )
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+        )
+
+
+def _activation_name(layer: nn.Module) -> str:
+    activation = layer.activation
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    if activation is F.gelu or (
+        isinstance(activation, nn.GELU) and activation.approximate == "none"
+    ):
+        return "gelu"
+    raise ValueError(f"activation must be relu or gelu, got {activation!r}")
+
+
+def _check_attention(attention: nn.MultiheadAttention) -> None:
+    if not attention.batch_first:
+        raise ValueError("batch_first must be True (lecturekit is batch first), got False")
+    if not attention._qkv_same_embed_dim:
+        raise ValueError(
+            f"kdim and vdim must equal embed_dim={attention.embed_dim}, "
+            f"got kdim={attention.kdim}, vdim={attention.vdim}"
+        )
+    if attention.bias_k is not None or attention.add_zero_attn:
+        raise ValueError("add_bias_kv and add_zero_attn are not supported")
+    if attention.in_proj_bias is None:
+        raise ValueError("bias must be True, got bias=False")
+
+
+def _layer_args(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> dict:
+    _check_attention(layer.self_attn)
+    if layer.linear1.bias is None or layer.norm1.bias is None:
+        raise ValueError("bias must be True, got bias=False")
+    return dict(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=_activation_name(layer),
+        norm_first=layer.norm_first,
+        layer_norm_eps=layer.norm1.eps,
+    )
+
+
+def from_torch(module: nn.Module) -> nn.Module:
+    """The lecturekit module with ``module``'s weights (see the module docstring)."""
+    if isinstance(module, nn.MultiheadAttention):
+        _check_attention(module)
+        ours: nn.Module = MultiHeadAttention(module.embed_dim, module.num_heads, module.dropout)
+    elif isinstance(module, nn.TransformerEncoderLayer):
+        ours = EncoderLayer(**_layer_args(module))
+    elif isinstance(module, nn.TransformerDecoderLayer):
+        ours = DecoderLayer(**_layer_args(module))
+    elif isinstance(module, (nn.TransformerEncoder, nn.TransformerDecoder)):
+        ours = _stack_from_torch(module)
+    elif isinstance(module, nn.Transformer):
+        ours = EncoderDecoder(_stack_from_torch(module.encoder), _stack_from_torch(module.decoder))
+    else:
+        raise TypeError(
+            "module must be nn.MultiheadAttention, nn.TransformerEncoderLayer, "
+            "nn.TransformerDecoderLayer, nn.TransformerEncoder, nn.TransformerDecoder or "
+            f"nn.Transformer, got {type(module).__name__}"
+        )
+    ours.load_state_dict(_rename(module.state_dict(), to_torch=False))
+    reference = next(module.parameters())
+    return ours.to(reference.device, reference.dtype).train(module.training)
+
+
+def _stack_from_torch(stack: nn.TransformerEncoder | nn.TransformerDecoder) -> Encoder | Decoder:
+    first = stack.layers[0]
+    args = _layer_args(first)
+    kind = Encoder if isinstance(stack, nn.TransformerEncoder) else Decoder
+    if stack.norm is not None and stack.norm.eps != args["layer_norm_eps"]:
+        raise ValueError(
+            f"the final norm's eps must equal the layers' eps={args['layer_norm_eps']}, "
+            f"got {stack.norm.eps}"
+        )
+    return kind(len(stack.layers), final_norm=stack.norm is not None, **args)
+
+
+def to_torch(module: nn.Module) -> nn.Module:
+    """The ``torch.nn`` module (``batch_first=True``) with the weights of a lecturekit module.
+
+    Accepts ``MultiHeadAttention``, ``EncoderLayer``, ``DecoderLayer``, ``Encoder``,
+    ``Decoder`` and ``EncoderDecoder``.
+    """
+    if isinstance(module, MultiHeadAttention):
+        if module.qkv_proj.bias is None:
+            raise ValueError("bias must be True, got bias=False")
+        theirs: nn.Module = nn.MultiheadAttention(
+            module.d_model, module.n_heads, module.dropout, batch_first=True
+        )
+    elif isinstance(module, (EncoderLayer, DecoderLayer)):
+        theirs = _torch_layer(module)
+    elif isinstance(module, (Encoder, Decoder)):
+        theirs = _torch_stack(module)
+    elif isinstance(module, EncoderDecoder):
+        attention = module.encoder.layers[0].self_attn
+        theirs = nn.Transformer(
+            d_model=attention.d_model,
+            nhead=attention.n_heads,
+            custom_encoder=_torch_stack(module.encoder),
+            custom_decoder=_torch_stack(module.decoder),
+            batch_first=True,
+        )
+    else:
+        raise TypeError(
+            "module must be MultiHeadAttention, EncoderLayer, DecoderLayer, Encoder, Decoder "
+            f"or EncoderDecoder, got {type(module).__name__}"
+        )
+    theirs.load_state_dict(_rename(module.state_dict(), to_torch=True))
+    reference = next(module.parameters())
+    return theirs.to(reference.device, reference.dtype).train(module.training)
+
+
+def _torch_layer(layer: EncoderLayer | DecoderLayer) -> nn.Module:
+    kind = (
+        nn.TransformerEncoderLayer
+        if isinstance(layer, EncoderLayer)
+        else nn.TransformerDecoderLayer
+    )
+    return kind(
+        d_model=layer.self_attn.d_model,
+        nhead=layer.self_attn.n_heads,
+        dim_feedforward=layer.ffn.linear1.out_features,
+        dropout=layer.dropout1.p,
+        activation=layer.ffn.activation,
+        layer_norm_eps=layer.norm1.eps,
+        batch_first=True,
+        norm_first=layer.norm_first,
+    )
+
+
+def _torch_stack(stack: Encoder | Decoder) -> nn.Module:
+    if len(stack.layers) == 0:
+        raise ValueError("the stack must have at least one layer, got 0")
+    layer = _torch_layer(stack.layers[0])
+    norm = None if stack.norm is None else nn.LayerNorm(stack.norm.normalized_shape, stack.norm.eps)
+    if isinstance(stack, Encoder):
+        return nn.TransformerEncoder(layer, len(stack.layers), norm, enable_nested_tensor=False)
+    return nn.TransformerDecoder(layer, len(stack.layers), norm)

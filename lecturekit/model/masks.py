@@ -1,0 +1,204 @@
+"""Attention masks, with the conventions of ``torch.nn.Transformer``.
+
+* A **boolean** mask marks what a query may NOT look at: ``True`` = masked out.
+* A **float** mask is *added* to the attention scores (``-inf`` = masked out).
+* ``causal_mask(T)`` is True above the diagonal: position t may not see t+1, t+2, ...
+  (masked self-attention, slides p30-p31).
+* ``padding_mask(tokens, pad_id)`` is True at padding tokens (the keys nobody should attend to).
+
+``torch.nn.functional.scaled_dot_product_attention`` uses the *opposite* boolean convention
+(True = allowed). This module is the one place that converts: ``merge_masks`` turns the
+torch.nn.Transformer-style masks into one additive float mask, which both the reference
+attention and ``scaled_dot_product_attention`` add to the scores unchanged.
+
+**One causal convention.** ``is_causal=True`` means the causal mask built by
+``causal_mask(Tq, Tk)``, aligned **top-left** as in ``torch.nn.functional.
+scaled_dot_product_attention``: query ``i`` sees keys ``j <= i``. Every path uses it: the
+reference attention, ``MultiHeadAttention`` (all backends), the layers, the ``Transformer``
+and the Triton kernel. For ``Tq == Tk`` (a whole sequence) it is the mask of p30-p31. When
+the queries are the *last* ``Tq`` positions of ``Tk`` keys (incremental decoding with a KV
+cache, ``Tq < Tk``), ask for the other alignment by name:
+``causal_mask(Tq, Tk, lower_right=True)`` (query ``i`` sees keys ``j <= i + Tk - Tq``, like
+``torch.nn.attention.bias.causal_lower_right``) and pass it as ``attn_mask``.
+
+A query row whose keys are all masked has no defined softmax (0/0). The course defines its
+output as zeros (never NaN): see ``fully_masked_rows``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lecturekit._common import check_int
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "check_attn_mask",
+    "check_key_padding_mask",
+    "to_additive",
+    "merge_masks",
+    "fully_masked_rows",
+]
+
+# largest value a float mask may hold (see _check_mask_values)
+MAX_MASK_VALUE = 1e4
+
+
+def causal_mask(
+    size: int,
+    key_size: int | None = None,
+    *,
+    lower_right: bool = False,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Boolean ``(Tq, Tk)`` causal mask, True where a query may not look (the future). p30-p31.
+
+    ``size`` is ``Tq``, ``key_size`` is ``Tk`` (default ``Tq``). Top-left aligned (the
+    convention of ``is_causal=True`` everywhere, as in torch): query ``i`` sees keys
+    ``j <= i``. ``lower_right=True``: query ``i`` sees keys ``j <= i + Tk - Tq``, so the last
+    query sees every key (new queries appended after ``Tk - Tq`` cached keys).
+    """
+    key_size = size if key_size is None else key_size
+    check_int("size", size, minimum=1)
+    check_int("key_size", key_size, minimum=1)
+    shift = key_size - size if lower_right else 0
+    return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Boolean ``(B, S)`` mask, True where ``tokens (B, S)`` equals ``pad_id``."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must have shape (B, S), got {tuple(tokens.shape)}")
+    return tokens == pad_id
+
+
+def _check_mask_type(mask: Any, name: str) -> None:
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    if mask.is_meta:
+        raise ValueError(f"{name} is on the meta device (it holds no values); pass a real mask")
+
+
+def _check_mask_values(mask: Tensor, name: str) -> None:
+    """A float mask is added to the scores: NaN, +inf or a huge positive value there would
+    make the output NaN (two masks of ``MAX_MASK_VALUE`` plus the scores stay finite even
+    in float16). Bool masks need no check; a float mask costs one reduction."""
+    if mask.dtype == torch.bool or mask.numel() == 0:
+        return
+    largest = float(mask.amax())  # NaN if any value is NaN
+    if not largest <= MAX_MASK_VALUE:
+        bad = "NaN" if bool(torch.isnan(mask).any()) else f"{largest:g}"
+        raise ValueError(
+            f"{name} holds {bad}: a float mask is added to the attention scores, so it must be "
+            f"0 where attending is allowed, -inf where it is not, and at most {MAX_MASK_VALUE:g} "
+            "anywhere (or pass a bool mask, True = masked out)"
+        )
+
+
+def check_attn_mask(
+    mask: Tensor | None, name: str, batch: int, n_heads: int, tq: int, tk: int
+) -> None:
+    """Raise if ``mask`` is not a valid attention mask for ``(B, H, Tq, Tk)`` scores.
+
+    Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
+    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point; a float mask
+    may hold -inf and finite values up to ``MAX_MASK_VALUE`` (1e4), not NaN or +inf.
+    """
+    if mask is None:
+        return
+    _check_mask_type(mask, name)
+    shape = tuple(mask.shape)
+    ok = (
+        shape == (tq, tk)
+        or shape == (batch * n_heads, tq, tk)
+        or (
+            len(shape) == 4
+            and shape[0] in (1, batch)
+            and shape[1] in (1, n_heads)
+            and shape[2:] == (tq, tk)
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
+            f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
+        )
+    _check_mask_values(mask, name)
+
+
+def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) -> None:
+    """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask (a float mask
+    may hold -inf and finite values up to ``MAX_MASK_VALUE``, not NaN or +inf)."""
+    if mask is None:
+        return
+    _check_mask_type(mask, name)
+    if tuple(mask.shape) != (batch, tk):
+        dims = {"src": "(B, S)", "memory": "(B, S)", "tgt": "(B, T)"}.get(
+            name.split("_")[0], "(B, Tk)"
+        )
+        raise ValueError(f"{name} must have shape {dims}=({batch}, {tk}), got {tuple(mask.shape)}")
+    _check_mask_values(mask, name)
+
+
+def to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean mask (True = masked) -> float mask with -inf there; float masks pass through."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+            mask, float("-inf")
+        )
+    return mask.to(dtype)
+
+
+def merge_masks(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+) -> Tensor | None:
+    """One additive float mask, broadcastable to the scores ``shape = (B, H, Tq, Tk)``, or None.
+
+    ``is_causal`` adds ``causal_mask(tq, tk)`` (top-left) only when no ``attn_mask`` is
+    given: as in ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint
+    that the mask is causal.
+    """
+    batch, n_heads, tq, tk = shape
+    merged: Tensor | None = None
+    if attn_mask is not None:
+        merged = to_additive(attn_mask, dtype)
+        if merged.dim() == 3:  # (B*H, Tq, Tk) -> (B, H, Tq, Tk)
+            merged = merged.view(batch, n_heads, tq, tk)
+    elif is_causal:
+        merged = to_additive(causal_mask(tq, tk, device=device), dtype)
+    if key_padding_mask is not None:
+        padding = to_additive(key_padding_mask, dtype)[:, None, None, :]  # (B, 1, 1, Tk)
+        merged = padding if merged is None else merged + padding
+    return merged
+
+
+def fully_masked_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """Find query rows with every key masked; make them harmless for the softmax.
+
+    Returns ``(mask, dead)``: ``dead`` is a bool tensor shaped like ``mask`` but with a last
+    dimension of 1 (True = every key of this row is masked), or None when there is no such
+    row; in the returned mask these rows are set to 0, so the softmax stays finite (a
+    uniform, never NaN, also in its gradient). The caller writes zeros to the dead rows' output.
+    """
+    if mask is None:
+        return None, None
+    dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
+    if not bool(dead.any()):
+        return mask, None
+    return mask.masked_fill(dead, 0.0), dead

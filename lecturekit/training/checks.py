@@ -1,0 +1,187 @@
+"""Guards of the training loop: bad settings, data and numbers fail early and say why.
+
+:func:`fit` and :class:`TrainConfig` call these so that a careless input gives a clear error
+naming the argument and the fix, instead of a hang, a silent NaN or an error one epoch later:
+
+- :func:`check_train_config`: every ``TrainConfig`` field has the right type and range
+  (``lr="1e-3"``, ``betas=(0.9,)`` and ``lr=inf`` are refused when the config is created);
+- :func:`check_pairs`, :func:`check_batch_ids`, :func:`check_decode_length`: the data fits
+  the model (its special ids, its vocabularies, its learned positions);
+- :func:`clip_and_measure` / :func:`check_finite`: after each backward pass the gradients,
+  and after each update the parameters, must be finite (one reduction and one
+  synchronisation each per step; with clipping the gradient norm comes for free).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lecturekit._common import check_bool, check_choice, check_int, check_number
+
+__all__ = [
+    "check_train_config",
+    "check_pairs",
+    "check_batch_ids",
+    "check_decode_length",
+    "clip_and_measure",
+    "parameter_norm",
+    "optimizer_step",
+    "check_finite",
+]
+
+
+# --------------------------------------------------------------------------------------
+# TrainConfig
+# --------------------------------------------------------------------------------------
+
+
+def check_train_config(config: Any) -> None:
+    """Raise ``TypeError`` / ``ValueError`` naming the first bad field of a ``TrainConfig``
+    (the package's one style, :mod:`lecturekit._common`)."""
+    for name in ("epochs", "batch_size", "warmup_steps"):
+        check_int(name, getattr(config, name), minimum=1)
+    for name in ("max_steps", "eval_every", "valid_decode_max_len"):
+        check_int(name, getattr(config, name), minimum=1, optional=True)
+    check_choice("schedule", config.schedule, ("noam", "constant"))
+    for name in ("lr", "lr_factor"):
+        check_number(name, getattr(config, name), minimum=0.0, exclusive=("minimum",))
+    betas = config.betas
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"betas must be two numbers (beta1, beta2) in [0, 1), got {betas!r}")
+    for i, beta in enumerate(betas):
+        check_number(f"betas[{i}]", beta, 0.0, 1.0, exclusive=("maximum",))
+    check_number("adam_eps", config.adam_eps, minimum=0.0)
+    check_number("weight_decay", config.weight_decay, minimum=0.0)
+    check_number("label_smoothing", config.label_smoothing, 0.0, 1.0, exclusive=("maximum",))
+    check_number(
+        "clip_grad_norm", config.clip_grad_norm, 0.0, exclusive=("minimum",), optional=True
+    )
+    check_int("seed", config.seed)
+    check_number("max_seconds", config.max_seconds, minimum=0.0, optional=True, finite=False)
+    check_number("target_exact_match", config.target_exact_match, 0.0, 1.0, optional=True)
+    check_bool("progress", config.progress)
+    check_choice("device", config.device, ("auto", "cpu", "cuda"))
+
+
+# --------------------------------------------------------------------------------------
+# Data against the model
+# --------------------------------------------------------------------------------------
+
+
+def check_pairs(pairs: Sequence[tuple[Any, Any]], split: str, model_config: Any) -> None:
+    """(source ids, target ids) pairs must fit the model: ids inside its vocabularies and,
+    with learned positions, sources of at most ``max_len`` and targets of at most
+    ``max_len - 1`` tokens (the decoder also reads ``<bos>``)."""
+    c = model_config
+    longest_src = longest_tgt = 0
+    for i, (src, tgt) in enumerate(pairs):
+        for side, ids, vocab in (
+            ("source", src, c.src_vocab_size),
+            ("target", tgt, c.tgt_vocab_size),
+        ):
+            bad = [t for t in ids if not 0 <= t < vocab]
+            if bad:
+                raise ValueError(
+                    f"{split}[{i}] {side} ids must be in [0, {vocab}) (the model's "
+                    f"{side[:3]}_vocab_size), got {bad[0]}; build the model from the data's "
+                    "vocabulary sizes"
+                )
+        longest_src, longest_tgt = max(longest_src, len(src)), max(longest_tgt, len(tgt))
+    if c.positional != "learned":
+        return
+    for side, length, limit in (
+        ("source", longest_src, c.max_len),
+        ("target", longest_tgt, c.max_len - 1),
+    ):
+        if length > limit:
+            raise ValueError(
+                f"{split}: the longest {side} has {length} tokens but the model's learned "
+                f"positions allow {limit} (max_len={c.max_len}); build the model with a larger "
+                f"max_len or drop the long examples"
+            )
+
+
+def check_batch_ids(batch: Any, split: str, model_config: Any) -> None:
+    """A ``Batch`` built by the caller must use the model's special ids (checked once)."""
+    c = model_config
+    first = batch.tgt_in[:, 0]
+    if not bool((first == c.bos_id).all()):
+        found = int(first[first != c.bos_id][0])
+        raise ValueError(
+            f"{split}: the decoder inputs start with id {found}, but the model's bos_id is "
+            f"{c.bos_id}; build the batches with make_loader(pairs, pad_id={c.pad_id}, "
+            f"bos_id={c.bos_id}, eos_id={c.eos_id})"
+        )
+    padding = getattr(batch, "src_padding_mask", None)
+    if padding is not None and not torch.equal(padding, batch.src == c.pad_id):
+        raise ValueError(
+            f"{split}: the batches' src_padding_mask does not mark the model's pad_id="
+            f"{c.pad_id}; build them with make_loader(pairs, pad_id={c.pad_id}, ...)"
+        )
+
+
+def check_decode_length(decode_max_len: int | None, model_config: Any) -> None:
+    """An explicit decoding length must fit learned positions."""
+    c = model_config
+    if decode_max_len is not None and c.positional == "learned" and decode_max_len > c.max_len:
+        raise ValueError(
+            f"valid_decode_max_len must be <= the model's max_len={c.max_len} (learned "
+            f"positions), got {decode_max_len}"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Finite numbers after each step
+# --------------------------------------------------------------------------------------
+
+
+def clip_and_measure(parameters: Iterable[Tensor], clip_grad_norm: float | None) -> Tensor:
+    """Clip the gradients to ``clip_grad_norm`` (None = no clipping); return their total norm
+    before clipping (a 0-dim tensor, NaN or inf if any gradient is)."""
+    parameters = [p for p in parameters if p.grad is not None]
+    if clip_grad_norm is not None:
+        return torch.nn.utils.clip_grad_norm_(parameters, clip_grad_norm, foreach=True)
+    return torch.nn.utils.get_total_norm([p.grad for p in parameters], foreach=True)
+
+
+def parameter_norm(model: nn.Module) -> Tensor:
+    """Total norm of ``model``'s parameters (a 0-dim tensor, NaN or inf if any is)."""
+    return torch.nn.utils.get_total_norm(list(model.parameters()), foreach=True)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, step: int, lr: float) -> None:
+    """``optimizer.step()``; an update too large for float32 (Adam's step size is about
+    ``lr / (1 - beta1)``) becomes the same ``FloatingPointError`` as non-finite weights."""
+    try:
+        optimizer.step()
+    except RuntimeError as error:
+        if "overflow" not in str(error):
+            raise
+        raise FloatingPointError(_TOO_HIGH.format(value="inf", step=step, lr=lr)) from error
+
+
+_TOO_HIGH = (
+    "the parameters became {value} after the update of step {step} (lr {lr:.3g}): the "
+    "learning rate is too high for this model; lower lr or lr_factor"
+)
+
+
+def check_finite(what: str, norm: Tensor, step: int, lr: float) -> None:
+    """Raise ``FloatingPointError`` naming the step and the likely cause if ``norm`` is not
+    finite (one synchronisation). ``what``: "gradients" or "parameters"."""
+    value = float(norm)
+    if math.isfinite(value):
+        return
+    if what == "gradients":
+        raise FloatingPointError(
+            f"the gradients became {value} at step {step} (lr {lr:.3g}); the weights were not "
+            "updated with them. Likely causes: NaN or inf in the data or produced by a custom "
+            "loss or hook, or weights driven too large by a high learning rate; check the "
+            "inputs, lower lr or lr_factor, or set clip_grad_norm"
+        )
+    raise FloatingPointError(_TOO_HIGH.format(value=value, step=step, lr=lr))

@@ -1,0 +1,115 @@
+"""``TrainConfig``: everything ``fit`` needs besides the model and the data, and the small
+default model and training settings of the toy tasks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lecturekit.training.checks import check_train_config
+from lecturekit.training.scheduled_sampling import ScheduledSampling
+
+__all__ = ["TrainConfig", "small_config", "small_train_config"]
+
+
+@dataclass
+class TrainConfig:
+    """Everything :func:`fit` needs besides the model and the data.
+
+    Attributes:
+        epochs: passes over the training data (ignored when ``max_steps`` is set; training
+            stops earlier at ``max_seconds`` or ``target_exact_match``).
+        batch_size: sentences per optimiser step (the *global* batch under torchrun);
+            used when ``train`` is a list of pairs or a ``TaskData``.
+        schedule: ``"noam"`` (warmup then inverse square root, :func:`noam_lr`) or
+            ``"constant"``.
+        lr: the constant learning rate (``schedule="constant"``).
+        lr_factor, warmup_steps: the ``"noam"`` schedule's ``factor`` and warmup.
+        betas, adam_eps, weight_decay: Adam settings (the paper's 0.9, 0.98, 1e-9).
+        label_smoothing: the paper's 0.1.
+        clip_grad_norm: max gradient norm (None = no clipping).
+        seed: seeds data order and dropout; same seed, same machine: same losses.
+        max_steps: train for exactly this many optimiser steps, as many epochs as needed
+            (None = ``epochs`` epochs).
+        max_seconds: stop after this many seconds of training (None = no limit).
+        target_exact_match: stop once validation exact match reaches it (None = never).
+        eval_every: evaluate on ``valid`` every this many steps (None = once per epoch);
+            training always ends with an evaluation.
+        valid_decode_max_len: greedy-decoding length for exact match (None = longest
+            validation target + 2).
+        scheduled_sampling: a :class:`ScheduledSampling` to train with scheduled sampling.
+        progress: show a tqdm progress bar (``tqdm.auto``: a widget in notebooks);
+            False = quiet.
+        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
+    """
+
+    epochs: int = 10
+    batch_size: int = 64
+    schedule: str = "noam"
+    lr: float = 1e-3
+    lr_factor: float = 1.0
+    warmup_steps: int = 400
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_grad_norm: float | None = 1.0
+    seed: int = 0
+    max_steps: int | None = None
+    max_seconds: float | None = None
+    target_exact_match: float | None = None
+    eval_every: int | None = None
+    valid_decode_max_len: int | None = None
+    scheduled_sampling: ScheduledSampling | None = None
+    progress: bool = True
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        check_train_config(self)  # every field's type and range, with the fix in the message
+        if isinstance(self.scheduled_sampling, dict):
+            self.scheduled_sampling = ScheduledSampling(**self.scheduled_sampling)
+        if not isinstance(self.scheduled_sampling, (ScheduledSampling, type(None))):
+            raise TypeError(
+                "scheduled_sampling must be a ScheduledSampling, a dict of its fields or None, "
+                f"got {type(self.scheduled_sampling).__name__}"
+            )
+        self.betas = tuple(self.betas)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form (for checkpoints)."""
+        return asdict(self)
+
+
+def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> Any:
+    """The default small Transformer for the toy tasks (trains in about a minute on 2 CPU
+    cores; tuned with ``benchmarks/toy_task.py``): d_model 64, 4 heads, d_ff 128, 2 encoder
+    and 2 decoder layers, no dropout, Post-LN as in the paper. ``overrides`` replace fields.
+    """
+    from lecturekit.model.config import TransformerConfig
+
+    fields_ = dict(
+        d_model=64,
+        n_heads=4,
+        d_ff=128,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        max_len=64,
+    )
+    fields_.update(overrides)
+    return TransformerConfig(src_vocab_size, tgt_vocab_size, **fields_)
+
+
+def small_train_config(**overrides: Any) -> TrainConfig:
+    """The :class:`TrainConfig` that goes with :func:`small_config` (``overrides`` replace
+    fields): batch 128, warmup 100 steps, ``lr_factor`` 0.5 (peak learning rate about
+    0.006 for d_model 64), the paper's label smoothing 0.1."""
+    fields_: dict[str, Any] = dict(
+        epochs=30,
+        batch_size=128,
+        schedule="noam",
+        warmup_steps=100,
+        lr_factor=0.5,
+    )
+    fields_.update(overrides)
+    return TrainConfig(**fields_)

@@ -1,0 +1,78 @@
+"""Evaluation during and after training: teacher-forced loss and token accuracy, and
+greedy-decoding exact match (p46: a whole sentence is right or wrong)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lecturekit._common import eval_mode
+from lecturekit.decoding.search import greedy
+from lecturekit.training.checks import check_decode_length
+from lecturekit.training.losses import label_smoothed_nll
+
+__all__ = ["evaluate"]
+
+
+def _until_eos(tokens: Tensor, eos_id: int) -> list[list[int] | None]:
+    """Each row's ids before its first EOS; None for a row without EOS (never stopped)."""
+    rows: list[list[int] | None] = []
+    for row in tokens.tolist():
+        rows.append(row[: row.index(eos_id)] if eos_id in row else None)
+    return rows
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: Iterable[Any],
+    label_smoothing: float = 0.0,
+    decode_max_len: int | None = None,
+) -> dict[str, float]:
+    """Teacher-forced loss and token accuracy, and greedy-decoding exact match, over ``data``.
+
+    Args:
+        model: a :class:`lecturekit.Transformer`.
+        data: an iterable of ``lecturekit.data.Batch``.
+        label_smoothing: smoothing of the reported loss (0 = plain cross-entropy).
+        decode_max_len: greedy decoding length (None: the batch's target length + 2, at
+            most the model's ``max_len`` with learned positions).
+
+    Returns:
+        ``{"loss", "token_accuracy", "exact_match"}``; exact match compares the greedy output
+        up to its EOS with the gold target (lecture p46's evaluation by whole sentence).
+    """
+    cfg = model.config
+    check_decode_length(decode_max_len, cfg)
+    device = next(model.parameters()).device
+    loss_sum, correct, tokens, exact, sentences = 0.0, 0, 0, 0, 0
+    with eval_mode(model):
+        for batch in data:
+            batch = batch.to(device)
+            logits = model(batch.src, batch.tgt_in)
+            loss_sum += float(
+                label_smoothed_nll(
+                    logits, batch.tgt_out, label_smoothing, cfg.pad_id, reduction="sum"
+                )
+            )
+            keep = batch.tgt_out != cfg.pad_id
+            correct += int(((logits.argmax(-1) == batch.tgt_out) & keep).sum())
+            tokens += int(keep.sum())
+            max_len = decode_max_len or batch.tgt_out.shape[1] + 2
+            if cfg.positional == "learned":  # positions stop there; +2 is only slack
+                max_len = min(max_len, cfg.max_len)
+            out = greedy(model, batch.src, max_len, src_key_padding_mask=batch.src_padding_mask)
+            gold = _until_eos(batch.tgt_out, cfg.eos_id)
+            for pred, ref in zip(_until_eos(out.tokens, cfg.eos_id), gold, strict=True):
+                exact += pred == ref
+            sentences += len(gold)
+    if sentences == 0:
+        raise ValueError("data: no batches to evaluate")
+    return {
+        "loss": loss_sum / max(tokens, 1),
+        "token_accuracy": correct / max(tokens, 1),
+        "exact_match": exact / sentences,
+    }

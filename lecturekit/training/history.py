@@ -1,0 +1,49 @@
+"""``History``: what :func:`lecturekit.training.loop.fit` records, step by step and per
+evaluation, and one call that plots it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["History"]
+
+
+@dataclass
+class History:
+    """What :func:`fit` records. Per optimiser step: ``step``, ``loss`` (label-smoothed,
+    per token), ``token_accuracy`` (teacher-forced, training batch), ``lr`` and
+    ``teacher_prob`` (1.0 without scheduled sampling). Per evaluation: ``eval_step``,
+    ``valid_loss``, ``valid_token_accuracy``, ``valid_exact_match`` (greedy decoding) and
+    ``eval_seconds`` (wall time since the start of training).
+    """
+
+    step: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    token_accuracy: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    teacher_prob: list[float] = field(default_factory=list)
+    eval_step: list[int] = field(default_factory=list)
+    valid_loss: list[float] = field(default_factory=list)
+    valid_token_accuracy: list[float] = field(default_factory=list)
+    valid_exact_match: list[float] = field(default_factory=list)
+    eval_seconds: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def plot(self, smooth: int = 20) -> Any:
+        """Loss, accuracy / exact match and learning-rate curves in one figure; returns it.
+
+        Same as ``lecturekit.book.plotting.plot_history(history, ...)`` with the curves below.
+        ``smooth``: moving-average window for the per-step training curves.
+        """
+        from lecturekit.book.plotting import plot_history
+
+        keys = ["loss", "valid_loss", "token_accuracy", "valid_token_accuracy"]
+        keys += ["valid_exact_match", "lr"]
+        if any(p < 1.0 for p in self.teacher_prob):
+            keys.append("teacher_prob")
+        keys = [k for k in keys if getattr(self, k)]
+        return plot_history(self, keys=keys, smooth=smooth)
