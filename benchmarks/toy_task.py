@@ -8,7 +8,7 @@ and corpus BLEU (sacrebleu, character tokens).
 
 Prints per task the wall seconds until held-out exact match >= 0.99 (evaluation time
 included), then the two RESULT lines: the slowest task's seconds and the lowest final exact
-match. Goal: <= 60 s per task on 2 CPU cores, exact match >= 0.99.
+match. Goal (issue 15): <= 30 s per task on 2 quiet CPU cores, exact match >= 0.99.
 
     python benchmarks/toy_task.py [--tasks number date] [--max-seconds 300]
 """

@@ -95,3 +95,69 @@ def test_cache_errors(make_tiny_model):
         cache.index_select(torch.tensor([3]))
     with pytest.raises(ValueError, match="memory must have shape"):
         model.init_cache(torch.zeros(2, 3, 8))
+
+
+def test_static_cache_is_written_in_place_and_grows_when_full(make_tiny_model):
+    """Steps write into one preallocated buffer; a full buffer doubles and keeps its content."""
+    model = make_model(make_tiny_model)
+    src, tgt = data()
+    with torch.no_grad():
+        full = model(src, tgt)
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0, capacity=4)
+        layer = cache[0]
+        buffer = layer.key_buffer.data_ptr()
+        keys = []
+        for t in range(tgt.size(1)):
+            step = model.decode_step(tgt[:, t], cache)
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=0)
+            keys.append(layer.self_keys[:, :, -1:].clone())  # this step's keys
+            if t < 4:  # room left: the same memory, written in place
+                assert layer.key_buffer.data_ptr() == buffer and layer.key_buffer.size(2) == 4
+    assert layer.key_buffer.size(2) == 8 and layer.length == 6  # grew once, 4 -> 8
+    assert torch.equal(layer.self_keys, torch.cat(keys, dim=2))
+    with pytest.raises(ValueError, match="capacity"):
+        model.init_cache(model.encode(src), capacity=0)
+
+
+def test_index_select_copies_only_filled_steps_and_keeps_capacity(make_tiny_model):
+    model = make_model(make_tiny_model)
+    src, tgt = data()
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0, capacity=5)
+        for t in range(2):
+            model.decode_step(tgt[:, t], cache)
+        selected = cache.index_select(torch.tensor([1, 0]))
+    assert selected[0].key_buffer.shape == (2, 2, 5, 8) and selected[0].length == 2
+    assert torch.equal(selected[0].self_values, cache[0].self_values[[1, 0]])
+    # the selected cache has its own memory: writing to it leaves the original alone
+    assert selected[0].key_buffer.data_ptr() != cache[0].key_buffer.data_ptr()
+
+
+def test_beam_search_reorders_a_growing_cache(make_tiny_model):
+    """Beam search through a cache that starts with room for 2 steps and must grow twice
+    while beams are reordered equals beam search by recomputation."""
+    from lecturekit.decoding import beam_search
+
+    model = make_model(make_tiny_model, max_len=2)  # sinusoidal: positions extend, cache grows
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)  # sharp distributions: beams differ and get reordered
+    src, _ = data()
+    cached = beam_search(model, src, beam_size=3, max_len=7, n_best=3).hypotheses
+    uncached = beam_search(model, src, beam_size=3, max_len=7, n_best=3, use_cache=False)
+    for r1, r2 in zip(cached, uncached.hypotheses, strict=True):
+        assert [h.tokens for h in r1] == [h.tokens for h in r2]
+        assert [h.score for h in r1] == pytest.approx([h.score for h in r2], abs=1e-4)
+    assert max(len(h.tokens) for r in cached for h in r) > 4  # past the second growth
+
+
+def test_unvalidated_step_equals_validated_step(make_tiny_model):
+    model = make_model(make_tiny_model)
+    src, tgt = data()
+    with torch.inference_mode():
+        memory = model.encode(src)
+        checked, unchecked = (model.init_cache(memory) for _ in range(2))
+        for t in range(3):
+            a = model.decode_step(tgt[:, t], checked)
+            b = model.decode_step(tgt[:, t], unchecked, validate=False)
+            assert torch.equal(a, b)

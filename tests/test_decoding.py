@@ -339,3 +339,28 @@ def test_sequence_log_prob_scores_without_dropout(make_tiny_model) -> None:
     torch.manual_seed(1)
     assert sequence_log_prob(model, src, tokens) == expected  # dropout off while scoring
     assert model.training  # and the mode is restored
+
+
+def test_decoding_runs_in_inference_mode_but_returns_ordinary_tensors(sharp_model) -> None:
+    model, src = sharp_model
+    seen = []
+    original = model.decode_step
+
+    def spy(tokens, cache, **kwargs):
+        seen.append(torch.is_inference_mode_enabled())
+        return original(tokens, cache, **kwargs)
+
+    model.decode_step = spy
+    try:
+        out = greedy(model, src, 3)
+    finally:
+        del model.decode_step
+    assert seen and all(seen)
+    assert not out.tokens.is_inference() and not out.scores.is_inference()
+    out.tokens[0, 0] = model.config.pad_id  # callers may edit the result in place
+
+
+def test_sequence_log_prob_rejects_ids_outside_the_vocabulary(sharp_model) -> None:
+    model, src = sharp_model
+    with pytest.raises(ValueError, match=r"tokens must be ids in \[0, 6\), got 6"):
+        sequence_log_prob(model, src[:1], [3, 6])

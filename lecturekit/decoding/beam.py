@@ -191,7 +191,7 @@ def beam_search(
     check_bool("use_cache", use_cache)
     alpha, k = float(length_penalty), beam_size
     dec = as_decoder(model, use_cache=use_cache)
-    with eval_mode(model):
+    with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         # expand every source to k beam rows: row b * k + j is beam j of source b
         state = dec.select(state, torch.arange(batch, device=device).repeat_interleave(k))
@@ -260,7 +260,7 @@ def exhaustive_search(
     check_number("length_penalty", length_penalty, 0.0, MAX_LENGTH_PENALTY)
     alpha = float(length_penalty)
     dec = as_decoder(model)
-    with eval_mode(model):
+    with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         rows = list(range(batch))  # source of each open prefix
         prefixes: list[list[int]] = [[] for _ in range(batch)]

@@ -95,7 +95,8 @@ class TransformerDecoder:
     def step(self, tokens: Tensor, state: _TransformerState) -> tuple[Tensor, _TransformerState]:
         """Feed ``tokens`` ``(N,)``; return next-token log-probs ``(N, V)``."""
         if self.use_cache:
-            logits = self.model.decode_step(tokens, state.cache)
+            # the strategies feed ids they chose from the vocabulary: no per-token checks
+            logits = self.model.decode_step(tokens, state.cache, validate=False)
             return torch.log_softmax(logits.float(), dim=-1), state
         prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
         logits = self.model.decode(

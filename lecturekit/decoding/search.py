@@ -122,7 +122,8 @@ def _token_by_token(
     """
     check_bool("use_cache", use_cache)
     dec = as_decoder(model, use_cache=use_cache)
-    with eval_mode(model):
+    # inference mode: no autograd bookkeeping at all (cheaper than no_grad for many small ops)
+    with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         tokens = torch.full((batch,), dec.bos_id, dtype=torch.long, device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -139,7 +140,8 @@ def _token_by_token(
             done |= tokens == dec.eos_id
             if bool(done.all()):
                 break
-    return Decoded(tokens=torch.stack(out, dim=1), scores=scores)
+    # built outside inference mode: ordinary tensors, which callers may modify in place
+    return Decoded(tokens=torch.stack(out, dim=1), scores=scores.clone())
 
 
 def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
@@ -239,8 +241,11 @@ def sequence_log_prob(model: Any, src: Any, tokens: Sequence[int] | Tensor) -> f
     """
     tokens = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
     dec = as_decoder(model)
+    outside = [t for t in tokens if isinstance(t, bool) or not 0 <= t < dec.vocab_size]
+    if outside:  # checked here once: the steps below do not check their tokens
+        raise ValueError(f"tokens must be ids in [0, {dec.vocab_size}), got {outside[0]!r}")
     total = 0.0
-    with eval_mode(model):
+    with eval_mode(model), torch.inference_mode():
         state, _, device = start(dec, src, src_key_padding_mask=None)
         for prev, tok in zip(itertools.chain([dec.bos_id], tokens), tokens, strict=False):
             log_probs, state = dec.step(torch.tensor([prev], device=device), state)

@@ -4,11 +4,17 @@ When the decoder generates step t, the keys and values of positions 0..t-1 have 
 (masked self attention never lets them see the future, p30-p31), so recomputing them every
 step is wasted work. The cache keeps, per decoder layer,
 
-* the self-attention keys/values of all steps so far, ``(B, H, t, Dh)``, appended each step;
+* the self-attention keys/values of all steps so far, ``(B, H, t, Dh)``;
 * the cross-attention keys/values of the encoder output, ``(B, H, S, Dh)``, computed once
   (the memory does not change while decoding, p38-p41).
 
-``Transformer.init_cache`` builds one and ``Transformer.decode_step`` appends to it.
+The self-attention part is a *static* cache, as in common inference libraries: one buffer
+``(B, H, capacity, Dh)`` allocated up front, into which each step writes its keys/values in
+place. Growing a tensor by ``torch.cat`` at every step would copy the whole past each time
+(quadratic copying over a sequence); a buffer that runs full doubles its capacity, so even a
+decode longer than planned copies each entry only a constant number of times on average.
+
+``Transformer.init_cache`` builds one and ``Transformer.decode_step`` writes into it.
 """
 
 from __future__ import annotations
@@ -23,26 +29,70 @@ __all__ = ["LayerKVCache", "KVCache"]
 
 @dataclass
 class LayerKVCache:
-    """Cached keys/values of one decoder layer (all ``(B, H, *, Dh)``)."""
+    """Cached keys/values of one decoder layer.
 
-    self_keys: Tensor
-    self_values: Tensor
+    ``key_buffer``/``value_buffer`` ``(B, H, capacity, Dh)``: self-attention keys/values, of
+    which the first ``length`` positions are filled; ``cross_keys``/``cross_values``
+    ``(B, H, S, Dh)``: the encoder output's keys/values. Build an empty one with
+    :meth:`empty`.
+    """
+
+    key_buffer: Tensor
+    value_buffer: Tensor
     cross_keys: Tensor
     cross_values: Tensor
+    length: int = 0
+
+    @classmethod
+    def empty(cls, capacity: int, cross_keys: Tensor, cross_values: Tensor) -> LayerKVCache:
+        """A cache with room for ``capacity`` self-attention steps, shaped after ``cross_keys``."""
+        batch, heads, _, head_dim = cross_keys.shape
+        shape = (batch, heads, capacity, head_dim)
+        return cls(
+            cross_keys.new_empty(shape), cross_keys.new_empty(shape), cross_keys, cross_values
+        )
+
+    @property
+    def self_keys(self) -> Tensor:
+        """The self-attention keys of every step so far, ``(B, H, length, Dh)`` (a view)."""
+        return self.key_buffer[:, :, : self.length]
+
+    @property
+    def self_values(self) -> Tensor:
+        """The self-attention values of every step so far, ``(B, H, length, Dh)`` (a view)."""
+        return self.value_buffer[:, :, : self.length]
 
     def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Append this step's ``(B, H, T_new, Dh)`` keys/values; return all of them so far."""
-        self.self_keys = torch.cat([self.self_keys, keys], dim=2)  # (B, H, t + T_new, Dh)
-        self.self_values = torch.cat([self.self_values, values], dim=2)
-        return self.self_keys, self.self_values
+        """Write this step's ``(B, H, T_new, Dh)`` keys/values in place; return all so far."""
+        start, end = self.length, self.length + keys.size(2)
+        if end > self.key_buffer.size(2):
+            self._grow(end)
+        self.key_buffer[:, :, start:end] = keys
+        self.value_buffer[:, :, start:end] = values
+        self.length = end
+        return self.self_keys, self.self_values  # (B, H, end, Dh) each
+
+    def _grow(self, needed: int) -> None:
+        """Move to buffers of at least twice the capacity (amortised O(1) copies per step)."""
+        batch, heads, capacity, head_dim = self.key_buffer.shape
+        shape = (batch, heads, max(needed, 2 * capacity), head_dim)
+        keys, values = self.key_buffer.new_empty(shape), self.value_buffer.new_empty(shape)
+        keys[:, :, : self.length] = self.self_keys
+        values[:, :, : self.length] = self.self_values
+        self.key_buffer, self.value_buffer = keys, values
 
     def index_select(self, index: Tensor) -> LayerKVCache:
-        return LayerKVCache(
-            self.self_keys.index_select(0, index),
-            self.self_values.index_select(0, index),
+        """A new cache whose row i is this cache's row ``index[i]``, with the same capacity
+        (only the filled positions are copied)."""
+        selected = LayerKVCache.empty(
+            self.key_buffer.size(2),
             self.cross_keys.index_select(0, index),
             self.cross_values.index_select(0, index),
         )
+        selected.append(
+            self.self_keys.index_select(0, index), self.self_values.index_select(0, index)
+        )
+        return selected
 
 
 class KVCache:

@@ -14,6 +14,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import check_int
 from lecturekit.model.cache import KVCache, LayerKVCache
 from lecturekit.model.config import TransformerConfig
 from lecturekit.model.layers import (
@@ -299,29 +300,47 @@ class Transformer(nn.Module):
         )
 
     def init_cache(
-        self, memory: Tensor, *, memory_key_padding_mask: Tensor | None = None
+        self,
+        memory: Tensor,
+        *,
+        memory_key_padding_mask: Tensor | None = None,
+        capacity: int | None = None,
     ) -> KVCache:
-        """Start incremental decoding from memory ``(B, S, D)``: empty self-attention cache,
-        cross-attention keys/values of every decoder layer computed once."""
+        """Start incremental decoding from memory ``(B, S, D)``: an empty self-attention cache
+        with room for ``capacity`` steps (default ``config.max_len``; it grows when full), and
+        the cross-attention keys/values of every decoder layer, computed once."""
         self._check_memory(memory, None)
         batch = memory.size(0)
         check_key_padding_mask(
             memory_key_padding_mask, "memory_key_padding_mask", batch, memory.size(1)
         )
-        c = self.config
+        check_int("capacity", capacity, minimum=1, optional=True)
+        capacity = self.config.max_len if capacity is None else capacity
         layers = []
         for layer in self.decoder.layers:
             cross_keys, cross_values = layer.cross_attn.project_kv(memory)  # (B, H, S, Dh)
-            empty = memory.new_zeros(batch, c.n_heads, 0, c.head_dim)  # (B, H, 0, Dh)
-            layers.append(LayerKVCache(empty, empty, cross_keys, cross_values))
+            layers.append(LayerKVCache.empty(capacity, cross_keys, cross_values))
         return KVCache(layers, batch, memory_key_padding_mask)
 
-    def decode_step(self, tokens: Tensor, cache: KVCache) -> Tensor:
+    def decode_step(self, tokens: Tensor, cache: KVCache, *, validate: bool = True) -> Tensor:
         """Feed the newest token of each row, ``(B,)``; return next-token logits ``(B, V)``.
 
-        The first call gets BOS. This step's self-attention keys/values are appended to
+        The first call gets BOS. This step's self-attention keys/values are written into
         ``cache`` in place, so step t costs O(t) instead of recomputing the O(t^2) prefix.
+        ``validate=False`` skips the checks of ``tokens`` and ``cache``: the decoding
+        strategies check once per call, not once per token (their tokens come from an
+        argmax or a draw over the vocabulary, so they are valid ids by construction).
         """
+        if validate:
+            self._check_step(tokens, cache)
+        x = self._embed(tokens[:, None], self.tgt_embedding, self.tgt_positions, len(cache))
+        x = self.decoder(
+            x, None, memory_key_padding_mask=cache.memory_key_padding_mask, cache=cache.layers
+        )  # (B, 1, D)
+        cache.steps += 1
+        return self.output_proj(x[:, -1])  # (B, V)
+
+    def _check_step(self, tokens: Tensor, cache: KVCache) -> None:
         c = self.config
         if not isinstance(cache, KVCache):
             raise TypeError(
@@ -337,9 +356,3 @@ class Transformer(nn.Module):
             raise ValueError(
                 f"cannot decode position {len(cache)}: learned positions stop at max_len={c.max_len}"
             )
-        x = self._embed(tokens[:, None], self.tgt_embedding, self.tgt_positions, len(cache))
-        x = self.decoder(
-            x, None, memory_key_padding_mask=cache.memory_key_padding_mask, cache=cache.layers
-        )  # (B, 1, D)
-        cache.steps += 1
-        return self.output_proj(x[:, -1])  # (B, V)

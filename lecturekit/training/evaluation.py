@@ -49,7 +49,7 @@ def evaluate(
     check_decode_length(decode_max_len, cfg)
     device = next(model.parameters()).device
     loss_sum, correct, tokens, exact, sentences = 0.0, 0, 0, 0, 0
-    with eval_mode(model):
+    with eval_mode(model), torch.inference_mode():  # only floats leave this block
         for batch in data:
             batch = batch.to(device)
             logits = model(batch.src, batch.tgt_in)

@@ -181,7 +181,7 @@ def _as_batches(
         )
     if isinstance(data, Sequence) and isinstance(data[0], tuple):
         check_pairs(data, split, c)
-        return make_loader(
+        loader = make_loader(
             data,
             batch_size=config.batch_size,
             shuffle=shuffle,
@@ -190,6 +190,9 @@ def _as_batches(
             bos_id=c.bos_id,
             eos_id=c.eos_id,
         )
+        # the validation batches never change (no shuffling): pad them once, not at every
+        # evaluation
+        return list(loader) if split == "valid" else loader
     if not isinstance(data, Iterable) or isinstance(data, str):
         raise TypeError(
             f"{split} must be a TaskData, a list of (src ids, tgt ids) pairs or an iterable "
