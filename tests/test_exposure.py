@@ -176,6 +176,8 @@ def test_inject_error_rejects_bad_input():
         inject_error(tgt_in, True, [3, 4])
     with pytest.raises(ValueError, match="candidates"):
         inject_error(tgt_in, 1, [3, 3])
+    with pytest.raises(TypeError, match="candidates"):
+        inject_error(tgt_in, 1, torch.tensor([3, 3]))  # a tensor, not ints: not two distinct ids
 
 
 def _greedy_from_prefix(model, src, prefix, steps):

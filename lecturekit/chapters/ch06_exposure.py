@@ -275,10 +275,10 @@ def _check_injection(
     check_int("position", position, minimum=1, maximum=tgt_in.shape[1] - 1)
     check_int("pad_id", pad_id, minimum=0)
     ids = list(candidates)
+    for token in ids:
+        check_int("candidates", token, minimum=0)  # before set(): 0-d tensors hash by identity
     if len(set(ids)) < 2 or len(set(ids)) != len(ids):
         raise ValueError(f"candidates must be at least two distinct token ids, got {ids}")
-    for token in ids:
-        check_int("candidates", token, minimum=0)
     if pad_id in ids:
         raise ValueError(f"candidates must not contain the padding id {pad_id}, got {ids}")
     return torch.tensor(ids, dtype=torch.long, device=tgt_in.device)
