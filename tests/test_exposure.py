@@ -11,6 +11,7 @@ from lecturekit.chapters.ch06_exposure import (
     free_running_predictions,
     inject_error,
     recovery_after_error,
+    recovery_by_substitution,
     teacher_forced_predictions,
 )
 from lecturekit.decoding import greedy
@@ -229,3 +230,50 @@ def test_recovery_rejects_bad_input(tiny_model):
         recovery_after_error(tiny_model, src, tgt_in, tgt_out, [], [3, 4])
     with pytest.raises(ValueError, match="same shape"):
         recovery_after_error(tiny_model, src, tgt_in, tgt_out[:, :2], [1], [3, 4])
+
+
+def test_recovery_by_substitution_splits_recovery_after_error(number_model_and_batch):
+    model, b = number_model_and_batch
+    candidates = range(4, model.config.tgt_vocab_size)
+    units = [5, 6]
+    positions = [1, 2, 3]
+    whole = recovery_after_error(
+        model, b.src, b.tgt_in, b.tgt_out, positions, candidates,
+        generator=torch.Generator().manual_seed(2),
+    )  # fmt: skip
+    split = recovery_by_substitution(
+        model, b.src, b.tgt_in, b.tgt_out, positions, candidates, units,
+        generator=torch.Generator().manual_seed(2),
+    )  # fmt: skip
+    assert {s.kind for s in split} == {"digit->digit", "unit involved"}
+    for r in whole:  # the kinds partition the rows; their weighted mean is the whole rate
+        parts = [s for s in split if s.position == r.position]
+        assert sum(s.rows for s in parts) == r.rows
+        mean = sum(s.rows * s.rest_corrupted for s in parts) / r.rows
+        assert mean == pytest.approx(r.rest_corrupted)
+    # the kind is decided by the gold and the wrong token: recount it independently
+    g = torch.Generator().manual_seed(2)
+    for k in positions:
+        corrupted, rows = inject_error(b.tgt_in, k, candidates, generator=g)
+        n_unit = sum(
+            bool(rows[i]) and (int(b.tgt_in[i, k]) in units or int(corrupted[i, k]) in units)
+            for i in range(b.tgt_in.shape[0])
+        )
+        got = [s.rows for s in split if s.position == k and s.kind == "unit involved"]
+        assert got == ([n_unit] if n_unit else [])
+    every = recovery_by_substitution(
+        model, b.src, b.tgt_in, b.tgt_out, [1], candidates, list(candidates)
+    )
+    assert [s.kind for s in every] == ["unit involved"]
+
+
+def test_recovery_by_substitution_rejects_bad_input(tiny_model):
+    src = torch.randint(3, 9, (2, 3))
+    tgt_in = torch.tensor([[1, 4, 0], [1, 5, 0]])
+    tgt_out = torch.tensor([[4, 2, 0], [5, 2, 0]])
+    with pytest.raises(ValueError, match="units"):
+        recovery_by_substitution(tiny_model, src, tgt_in, tgt_out, [1], [3, 4], [])
+    with pytest.raises(ValueError, match="at least one output"):
+        recovery_by_substitution(tiny_model, src, tgt_in, tgt_out, [], [3, 4], [3])
+    with pytest.raises(ValueError, match="no sentence"):
+        recovery_by_substitution(tiny_model, src, tgt_in, tgt_out, [2], [3, 4], [3])

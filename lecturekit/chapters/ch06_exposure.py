@@ -13,7 +13,8 @@ own outputs. The gap between the two is what this module measures on a batch:
 * :func:`exposure_report`: all of the above plus exact match, in one call;
 * :func:`inject_error` and :func:`recovery_after_error`: the controlled version of the split.
   Replace the gold token at position ``k`` by a wrong one, on every sentence, and measure how
-  often the model still continues correctly, against the same sentences left intact.
+  often the model still continues correctly, against the same sentences left intact;
+  :func:`recovery_by_substitution` splits that rate by the kind of substitution.
 
 Under greedy decoding the first mistake is always made on a clean prefix, where the model's
 own prefix *is* the gold prefix; so a sentence is decoded exactly right if and only if every
@@ -46,6 +47,8 @@ __all__ = [
     "inject_error",
     "Recovery",
     "recovery_after_error",
+    "SubstitutionRecovery",
+    "recovery_by_substitution",
 ]
 
 
@@ -413,3 +416,74 @@ def _recovery_at(
         next_corrupted=rates[2],
         rest_corrupted=rates[3],
     )
+
+
+@dataclass
+class SubstitutionRecovery:
+    """Recovery after a wrong token at ``position``, for one kind of substitution.
+
+    ``kind`` is ``"digit->digit"`` (neither the gold nor the wrong token is a unit) or
+    ``"unit involved"``; ``rows`` sentences had that kind of substitution at ``position``,
+    and ``rest_corrupted`` of them had every label after it right (as in :class:`Recovery`).
+    """
+
+    position: int
+    kind: str
+    rows: int
+    rest_corrupted: float
+
+
+def recovery_by_substitution(
+    model: nn.Module,
+    src: Tensor,
+    tgt_in: Tensor,
+    tgt_out: Tensor,
+    positions: Sequence[int],
+    candidates: Sequence[int],
+    units: Sequence[int],
+    *,
+    generator: torch.Generator | None = None,
+) -> list[SubstitutionRecovery]:
+    """:func:`recovery_after_error`'s recovery rate, split by the kind of substitution.
+
+    The wrong tokens are drawn exactly as in :func:`recovery_after_error` (one
+    :func:`inject_error` call per position, in order), so a generator seeded the same way
+    gives the same substitutions. A substitution *involves a unit* when the gold token at
+    ``k`` or the wrong one is in ``units``; otherwise it is digit -> digit.
+
+    Args:
+        model, src, tgt_in, tgt_out, positions, candidates, generator: as in
+            :func:`recovery_after_error`; ``src``: ``(B, S)``, ``tgt_in``/``tgt_out``:
+            ``(B, T)``.
+        units: the token ids that count as units (e.g. the ids of 十百千万), at least one.
+
+    Returns:
+        Per position (in order) one :class:`SubstitutionRecovery` per kind that occurs there;
+        the rows-weighted mean of a position's entries is its ``Recovery.rest_corrupted``.
+    """
+    _check_targets(tgt_in, tgt_out)
+    unit_list = list(units)
+    for token in unit_list:
+        check_int("units", token, minimum=0)
+    if not unit_list:
+        raise ValueError("units must name at least one token id, got []")
+    unit_ids = torch.tensor(unit_list, dtype=torch.long, device=tgt_in.device)
+    positions = list(positions)
+    if not positions:
+        raise ValueError("positions must name at least one output position, got []")
+    pad = model.config.pad_id
+    columns = torch.arange(tgt_out.shape[1], device=tgt_out.device)
+    out = []
+    for k in positions:
+        corrupted, rows = inject_error(tgt_in, k, candidates, pad_id=pad, generator=generator)
+        if not bool(rows.any()):
+            raise ValueError(f"positions: no sentence in the batch has an output token at {k}")
+        after = (tgt_out != pad) & (columns >= k)  # (B, T): the labels after position k
+        right = teacher_forced_predictions(model, src, corrupted) == tgt_out  # (B, T)
+        rest = (right | ~after).all(1)  # (B,)
+        involved = torch.isin(tgt_in[:, k], unit_ids) | torch.isin(corrupted[:, k], unit_ids)
+        for kind, mask in (("digit->digit", rows & ~involved), ("unit involved", rows & involved)):
+            if bool(mask.any()):
+                rate = rest[mask].double().mean().item()
+                out.append(SubstitutionRecovery(k, kind, int(mask.sum()), rate))
+    return out
