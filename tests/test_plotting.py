@@ -152,8 +152,16 @@ def test_plot_beam_tree(no_warnings):
     red = [line for line in fig.axes[0].get_lines() if line.get_color() == "#d62728"]
     assert len(red) == 3  # the path <bos> -> B -> B -> <eos> of the best hypothesis
     grey = [line for line in fig.axes[0].get_lines() if line.get_color() == "#aaaaaa"]
-    assert len(grey) == 1  # (5, 5) has no child: dropped from the beam
+    assert len(grey) == 2  # (5, 5) has no child; (5, 6, 2) is not the final output
     _draw(fig)
+    final = [(6, 6, 2), (5, 6, 2)]  # both stay in the final beam
+    fig = D.plot_beam_tree(steps, final=final)
+    grey = [line for line in fig.axes[0].get_lines() if line.get_color() == "#aaaaaa"]
+    assert len(grey) == 1  # only (5, 5), dropped at step 3
+    steps[2].append(((5, 6, 6), -2.0))  # expanded at the last step but pruned
+    fig = D.plot_beam_tree(steps, final=final)
+    grey = [line for line in fig.axes[0].get_lines() if line.get_color() == "#aaaaaa"]
+    assert len(grey) == 2  # a pruned last-step node is not drawn as kept
 
     @dataclasses.dataclass
     class Hyp:

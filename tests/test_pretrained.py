@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -53,8 +55,9 @@ def test_translation_model_translates_held_out_sentences() -> None:
 # (CPU instruction set, threads, torch version) into different weights, so a rebuild is
 # compared with the shipped model in what the book states about it, its evaluation
 # figures, within these tolerances; bit-for-bit equality holds only on the machine that
-# built the file. Measured: rebuilding number-ss-s0 on an AVX-512 machine moved its test
-# exact match from 0.674 to 0.716, while seeds 0-2 of the same recipe span 0.36-0.71.
+# built the file. Measured: rebuilding chapter 6's number-ss-s4 on the AVX2 one-thread path
+# (the Makefile's FORCED_PATH_ENV) moved its test exact match from 0.9625 to 0.9885, and
+# number-ss-s0 from 0.9905 to 0.992.
 EXACT_MATCH_TOLERANCE = 0.06  # test-split exact match, absolute
 TOKEN_ACCURACY_TOLERANCE = 0.02  # test-split token accuracy, absolute
 LOSS_TOLERANCE = 0.2  # mean training loss over the last 10% of the steps, relative
@@ -84,14 +87,25 @@ def test_rebuilding_a_recipe_reproduces_the_shipped_figures(tmp_path, name) -> N
         )
 
 
-def test_the_rebuild_tolerance_is_tighter_than_a_change_of_seed() -> None:
-    # the tolerance above would still tell chapter 6's seeds apart: it accepts machine noise,
-    # not a different recipe
-    figures = [
-        pretrained.load(f"number-ss-s{seed}").metadata["test_exact_match"] for seed in range(3)
-    ]
-    gaps = [abs(a - b) for i, a in enumerate(figures) for b in figures[i + 1 :]]
-    assert min(gaps) > EXACT_MATCH_TOLERANCE
+def test_the_rebuild_tolerance_is_tighter_than_a_change_of_seed(tmp_path, monkeypatch) -> None:
+    # the tolerances above accept machine noise, not a different recipe: the smallest recipe
+    # trained from another seed fails them. (Chapter 6's 1000-step models cannot show this:
+    # their seeds all reach an exact match near 0.99 and overlap within the tolerance.)
+    recipe = pretrained.RECIPES["reverse-tiny"]
+    other = dataclasses.replace(
+        recipe, name="reverse-tiny-seed1", seed=1, train={**recipe.train, "seed": 1}
+    )
+    monkeypatch.setitem(pretrained.RECIPES, other.name, other)
+    rebuilt = pretrained.build(other.name, path=tmp_path / f"{other.name}.pt")
+    shipped = pretrained.load(recipe.name)
+    gaps = {
+        key: abs(rebuilt.metadata[key] - shipped.metadata[key])
+        for key in ("test_exact_match", "test_token_accuracy")
+    }
+    assert (
+        gaps["test_exact_match"] > EXACT_MATCH_TOLERANCE
+        or gaps["test_token_accuracy"] > TOKEN_ACCURACY_TOLERANCE
+    ), gaps
 
 
 def test_shipped_history_matches_the_shipped_model() -> None:
@@ -133,3 +147,21 @@ def test_list_and_cli(capsys) -> None:
     assert all(name in out for name in pretrained.RECIPES)
     with pytest.raises(SystemExit):
         main(["build", "no-such-model"])
+
+
+def test_chapter6_pairs_differ_only_in_scheduled_sampling() -> None:
+    # chapter 6 compares teacher forcing and scheduled sampling at the same budget, per seed,
+    # with models trained well enough that their own predictions are worth feeding back
+    for seed in pretrained.EXPOSURE_BIAS_SEEDS:
+        tf, ss = (pretrained.RECIPES[f"number-{m}-s{seed}"] for m in ("tf", "ss"))
+        assert tf.train["scheduled_sampling"] is None and ss.train["scheduled_sampling"]
+        assert {k: v for k, v in ss.train.items() if tf.train[k] != v} == {
+            "scheduled_sampling": pretrained.EXPOSURE_BIAS_SCHEDULE
+        }
+        assert (tf.task, tf.task_kwargs, tf.model, tf.seed) == (
+            ss.task,
+            ss.task_kwargs,
+            ss.model,
+            ss.seed,
+        )
+        assert pretrained.load(tf.name).metadata["test_exact_match"] > 0.95

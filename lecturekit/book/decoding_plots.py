@@ -24,6 +24,7 @@ def plot_beam_tree(
     *,
     token_labels: Sequence[str] | Mapping[int, str] | Callable[[Any], str] | None = None,
     best: Sequence[Any] | None = None,
+    final: Sequence[Sequence[Any]] | None = None,
     root_label: str = "<bos>",
     title: str | None = None,
 ) -> Figure:
@@ -40,24 +41,15 @@ def plot_beam_tree(
         token_labels: how to print a token: a list/dict id -> text or a function.
         best: the final output's tokens; its path is drawn in red (default: the highest
             scoring prefix of the last step).
+        final: the prefixes of the last step that stay in the final beam (e.g.
+            ``[h.tokens for h in trace[b][-1]]``); the other last-step nodes are drawn grey.
+            Default: only ``best`` (a last-step node has no child that could show it kept).
     """
-    if not isinstance(steps, Sequence) or len(steps) == 0:
-        raise ValueError("steps must be a non-empty sequence of per-step hypothesis lists")
-    nodes: list[list[tuple[tuple[Any, ...], float]]] = []
-    for t, hyps in enumerate(steps):
-        layer = []
-        for hyp in hyps:
-            prefix, score = (hyp.tokens, hyp.score) if hasattr(hyp, "tokens") else hyp
-            prefix = tuple(prefix)
-            if len(prefix) != t + 1:
-                raise ValueError(
-                    f"steps[{t}] must hold prefixes of length {t + 1}, got {list(prefix)}"
-                )
-            layer.append((prefix, float(score)))
-        nodes.append(layer)
+    nodes = _beam_nodes(steps)
     if best is None:
         best = max(nodes[-1], key=lambda n: n[1])[0] if nodes[-1] else ()
     best = tuple(best)
+    final_set = {tuple(f) for f in final} if final is not None else {best}
     label = _token_formatter(token_labels)
 
     # y position: order nodes of each depth by their parent's y, then by score (best on top)
@@ -78,7 +70,7 @@ def plot_beam_tree(
             x, y = position[prefix]
             px, py = position.get(prefix[:-1], (x - 1, 0.0))
             on_best = best[: len(prefix)] == prefix
-            kept = t == len(nodes) - 1 or prefix in alive
+            kept = prefix in (final_set if t == len(nodes) - 1 else alive)
             color = "#d62728" if on_best else ("#1f77b4" if kept else "#aaaaaa")
             ax.plot([px, x], [py, y], color=color, lw=2.2 if on_best else 1.0, zorder=1)
             ax.text(x, y, f"{label(prefix[-1])}\n{score:.2f}", ha="center", va="center",
@@ -95,6 +87,25 @@ def plot_beam_tree(
     ax.set_title(title or "束搜索 (beam search)：红色为最终输出，灰色为被剪掉的候选")
     fig.tight_layout()
     return fig
+
+
+def _beam_nodes(steps: Sequence[Sequence[Any]]) -> list[list[tuple[tuple[Any, ...], float]]]:
+    """:func:`plot_beam_tree`'s ``steps`` as ``(prefix tuple, score)`` pairs, checked."""
+    if not isinstance(steps, Sequence) or len(steps) == 0:
+        raise ValueError("steps must be a non-empty sequence of per-step hypothesis lists")
+    nodes: list[list[tuple[tuple[Any, ...], float]]] = []
+    for t, hyps in enumerate(steps):
+        layer = []
+        for hyp in hyps:
+            prefix, score = (hyp.tokens, hyp.score) if hasattr(hyp, "tokens") else hyp
+            prefix = tuple(prefix)
+            if len(prefix) != t + 1:
+                raise ValueError(
+                    f"steps[{t}] must hold prefixes of length {t + 1}, got {list(prefix)}"
+                )
+            layer.append((prefix, float(score)))
+        nodes.append(layer)
+    return nodes
 
 
 def _token_formatter(
