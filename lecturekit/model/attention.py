@@ -7,8 +7,8 @@ and merges the heads again:
 
 * ``"math"``: the reference function above (can return the weights);
 * ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused, fast);
-* ``"triton"``: ``lecturekit.kernels.attention`` on a GPU (dispatch in ``lecturekit.kernels.backend``); elsewhere it falls back to
-  ``"sdpa"`` with one warning.
+* ``"triton"``: ``lecturekit.kernels.attention`` on a GPU (dispatch in
+  ``lecturekit.kernels.backend``); elsewhere it falls back to ``"sdpa"`` with one warning.
 
 All backends give the same output up to float rounding (tested).
 """
