@@ -1,0 +1,61 @@
+"""The book's prose keeps its promise that the reader needs only the slides and the paper.
+
+The Markdown of every chapter notebook and every page in book/ may not send the reader to
+material they do not have: our sources ("讲义笔记", "参考笔记", "讲义自测" ...) or our tests
+(`tests/...`, `test_x.py`). A corrected common mistake is presented as a common mistake.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PAGES = sorted((ROOT / "book").glob("*.md"))
+
+SOURCE_REFERENCE = re.compile(
+    r"讲义笔记|参考笔记|精读笔记|另一份笔记|一份笔记|讲义自测|笔记\s*\d{3}"
+    r"|笔记(?!本)|lecture[ -]notes?|tests/|\btest_\w+\.py"
+)
+
+
+def source_references(text: str) -> list[str]:
+    """Phrases of ``text`` that point the reader at material they do not have."""
+    return [m.group(0) for m in SOURCE_REFERENCE.finditer(text)]
+
+
+def reader_text(path: Path) -> list[str]:
+    """The prose a reader sees: a page's text, or a notebook's Markdown cells."""
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf-8")]
+    notebook = nbformat.read(path, as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
+
+
+def test_source_references_are_found_in_planted_text() -> None:
+    assert source_references("讲义笔记里写的是 0.2228") == ["讲义笔记"]
+    assert source_references("（`tests/test_rnn.py` 逐项检查了这一点）") == [
+        "tests/",
+        "test_rnn.py",
+    ]
+    assert source_references("一份精读笔记把它说成了 512") == ["精读笔记"]
+    assert source_references("笔记 003 说归纳偏置是“无”") == ["笔记 003"]
+    assert source_references("### 自测 4.1　两种注意力的形状（讲义自测 Q1）") == ["讲义自测"]
+    # the slides themselves, Jupyter notebooks and a common slip of the pen are fine
+    assert source_references("讲义 p31 画了一个停不下来的解码器；打开笔记本运行它") == []
+    assert source_references("这是一个常见的笔误") == []
+
+
+def test_every_page_is_checked() -> None:
+    names = {p.name for p in NOTEBOOKS + PAGES}
+    assert {"00_setup.ipynb", "06_exposure_bias.ipynb", "intro.md"} <= names, names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: p.name)
+def test_no_reference_to_our_sources(path: Path) -> None:
+    found = [ref for text in reader_text(path) for ref in source_references(text)]
+    assert not found, f"{path.name} refers the reader to material they do not have: {found}"
