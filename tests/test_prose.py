@@ -3,6 +3,10 @@
 The Markdown of every chapter notebook and every page in book/ may not send the reader to
 material they do not have: our sources ("讲义笔记", "参考笔记", "讲义自测" ...) or our tests
 (`tests/...`, `test_x.py`). A corrected common mistake is presented as a common mistake.
+
+Every chapter closes with the same sections in the same order: 常见误区, 自测, 30 秒速记
+(exercises and their code cells may sit inside 自测; the appendix's 常见误区 is the
+summary of all chapters, 各章常见误区汇总).
 """
 
 from __future__ import annotations
@@ -59,3 +63,42 @@ def test_every_page_is_checked() -> None:
 def test_no_reference_to_our_sources(path: Path) -> None:
     found = [ref for text in reader_text(path) for ref in source_references(text)]
     assert not found, f"{path.name} refers the reader to material they do not have: {found}"
+
+
+CLOSING_SECTIONS = ("常见误区", "自测", "30 秒速记")
+SECTION_HEADING = re.compile(r"^## (.+?)\s*$", re.M)
+
+
+def section_headings(markdown: list[str]) -> list[str]:
+    """The level-2 headings of a notebook's Markdown cells, in order."""
+    return [h for text in markdown for h in SECTION_HEADING.findall(text)]
+
+
+def closing_sections(headings: list[str]) -> list[str]:
+    """The last three level-2 headings, with 常见误区 summaries named 常见误区."""
+    last = headings[-len(CLOSING_SECTIONS) :]
+    return ["常见误区" if h.endswith("常见误区汇总") else h for h in last]
+
+
+def test_closing_sections_are_checked_on_planted_chapters() -> None:
+    good = ["## 概念", "## 常见误区\n\n- …", "## 自测\n\n### 编程练习", "## 30 秒速记"]
+    assert closing_sections(section_headings(good)) == list(CLOSING_SECTIONS)
+    appendix = ["## 术语表", "## 各章常见误区汇总", "## 自测", "## 30 秒速记"]
+    assert closing_sections(section_headings(appendix)) == list(CLOSING_SECTIONS)
+    for bad in (
+        ["## 常见误区", "## 自测", "## 30 秒小结"],  # another name for the summary
+        ["## 常见误区", "## 自测题", "## 30 秒速记"],  # another name for the self-test
+        ["## 常见误区", "## 30 秒速记", "## 自测"],  # the appendix's old order
+        ["## 概念", "## 自测", "## 30 秒速记"],  # no misconceptions
+        ["## 常见误区", "## 自测", "## 30 秒速记", "## 延伸阅读"],  # something after
+    ):
+        assert closing_sections(section_headings(bad)) != list(CLOSING_SECTIONS), bad
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_closes_with_the_same_sections(path: Path) -> None:
+    found = closing_sections(section_headings(reader_text(path)))
+    assert found == list(CLOSING_SECTIONS), (
+        f"{path.name} closes with the sections {found}, "
+        f"expected {list(CLOSING_SECTIONS)} in this order at the end"
+    )
