@@ -7,6 +7,10 @@ material they do not have: our sources ("讲义笔记", "参考笔记", "讲义�
 Every chapter closes with the same sections in the same order: 常见误区, 自测, 30 秒速记
 (exercises and their code cells may sit inside 自测; the appendix's 常见误区 is the
 summary of all chapters, 各章常见误区汇总).
+
+One term per concept: the appendix glossary (术语表) lists in its fourth column (不用) the
+variants of each term that the book does not use; no page uses one, except an English
+variant glossed in parentheses after the Chinese term ("教师强制 (teacher forcing)").
 """
 
 from __future__ import annotations
@@ -102,3 +106,76 @@ def test_every_chapter_closes_with_the_same_sections(path: Path) -> None:
         f"{path.name} closes with the sections {found}, "
         f"expected {list(CLOSING_SECTIONS)} in this order at the end"
     )
+
+
+GLOSSARY = ROOT / "notebooks" / "08_appendix.ipynb"
+GLOSSARY_HEADING = "## 术语表"
+NOT_PROSE = [
+    re.compile(r"```.*?```", re.S),  # fenced code and directive headers
+    re.compile(r"`[^`\n]*`"),  # inline code
+    re.compile(r"\]\([^)]*\)"),  # link targets
+    re.compile(r"[(（][\x00-\x7f]*[)）]"),  # an English gloss in parentheses
+]
+
+
+def glossary_variants(markdown: list[str]) -> dict[str, str]:
+    """Variant -> the term the book uses, from the glossary table's fourth column (不用)."""
+    cell = next((t for t in markdown if t.lstrip().startswith(GLOSSARY_HEADING)), None)
+    assert cell is not None, f"no Markdown cell starts with {GLOSSARY_HEADING!r}"
+    rows = [line for line in cell.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in rows[0].strip().strip("|").split("|")]
+    assert header[3:4] == ["不用"], (
+        f"the glossary's fourth column must list the variants the book does not use "
+        f"('不用'); its header is {header}"
+    )
+    variants: dict[str, str] = {}
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        for variant in filter(None, (v.strip() for v in cells[3].split("、"))):
+            variants[variant] = cells[0]
+    return variants
+
+
+def variants_used(text: str, variants: dict[str, str]) -> list[str]:
+    """The ruled-out variants ``text`` uses in its prose, as 'variant (-> term)'."""
+    for pattern in NOT_PROSE:
+        text = pattern.sub(" ", text)
+    return [f"{v} (-> {term})" for v, term in variants.items() if v in text]
+
+
+def test_glossary_variants_are_found_in_planted_text() -> None:
+    glossary = (
+        f"{GLOSSARY_HEADING} (glossary)\n\n| 中文 | English | 首次出现 | 不用 |\n"
+        "|---|---|---|---|\n| 掩码 | mask | 第 4 章 | 遮罩 |\n"
+        "| 教师强制 | teacher forcing | 第 4 章 | teacher forcing |\n"
+        "| 30 秒速记 | summary | 第 0 章 | 30 秒小结、30 秒总结 |\n| 注意力 | attention | 第 2 章 | |\n"
+    )
+    variants = glossary_variants(["# 附录", glossary])
+    assert variants == {
+        "遮罩": "掩码",
+        "teacher forcing": "教师强制",
+        "30 秒小结": "30 秒速记",
+        "30 秒总结": "30 秒速记",
+    }
+    assert variants_used("加上遮罩以后", variants) == ["遮罩 (-> 掩码)"]
+    assert variants_used("在 teacher forcing 下", variants) == ["teacher forcing (-> 教师强制)"]
+    assert variants_used("## 30 秒总结", variants) == ["30 秒总结 (-> 30 秒速记)"]
+    # the English term glossed in parentheses, and code, are fine
+    assert variants_used("教师强制 (teacher forcing)、教师强制（teacher forcing）", variants) == []
+    assert variants_used("`遮罩` 与 ```\n遮罩\n```", variants) == []
+    with pytest.raises(AssertionError, match="不用"):
+        glossary_variants([f"{GLOSSARY_HEADING}\n\n| 中文 | English | 首次出现 |\n|---|---|---|\n"])
+
+
+def test_glossary_lists_the_variants_the_book_avoids() -> None:
+    variants = glossary_variants(reader_text(GLOSSARY))
+    for variant in ("遮罩", "词元", "标准答案", "teacher forcing", "30 秒小结", "30 秒总结"):
+        assert variant in variants, f"the glossary does not list {variant!r} as a variant"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: p.name)
+def test_one_term_per_concept(path: Path) -> None:
+    variants = glossary_variants(reader_text(GLOSSARY))
+    texts = [t for t in reader_text(path) if not t.lstrip().startswith(GLOSSARY_HEADING)]
+    used = sorted({u for text in texts for u in variants_used(text, variants)})
+    assert not used, f"{path.name} uses variants the glossary rules out: {used}"
