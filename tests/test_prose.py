@@ -140,7 +140,11 @@ def variants_used(text: str, variants: dict[str, str]) -> list[str]:
     """The ruled-out variants ``text`` uses in its prose, as 'variant (-> term)'."""
     for pattern in NOT_PROSE:
         text = pattern.sub(" ", text)
-    return [f"{v} (-> {term})" for v, term in variants.items() if v in text]
+    return [
+        f"{v} (-> {term})"
+        for v, term in variants.items()
+        if re.search(rf"(?<![A-Za-z]){re.escape(v)}(?![A-Za-z])", text)
+    ]
 
 
 def test_glossary_variants_are_found_in_planted_text() -> None:
@@ -160,6 +164,9 @@ def test_glossary_variants_are_found_in_planted_text() -> None:
     assert variants_used("加上遮罩以后", variants) == ["遮罩 (-> 掩码)"]
     assert variants_used("在 teacher forcing 下", variants) == ["teacher forcing (-> 教师强制)"]
     assert variants_used("## 30 秒总结", variants) == ["30 秒总结 (-> 30 秒速记)"]
+    # an English variant is a word of its own: "tokens" is not "token"
+    variants["token"] = "符号"
+    assert variants_used("每个 token 的向量；tokens、tokenizer", variants) == ["token (-> 符号)"]
     # the English term glossed in parentheses, and code, are fine
     assert variants_used("教师强制 (teacher forcing)、教师强制（teacher forcing）", variants) == []
     assert variants_used("`遮罩` 与 ```\n遮罩\n```", variants) == []
@@ -169,7 +176,10 @@ def test_glossary_variants_are_found_in_planted_text() -> None:
 
 def test_glossary_lists_the_variants_the_book_avoids() -> None:
     variants = glossary_variants(reader_text(GLOSSARY))
-    for variant in ("遮罩", "词元", "标准答案", "teacher forcing", "30 秒小结", "30 秒总结"):
+    for variant in (
+        *("遮罩", "词元", "token", "标准答案", "teacher forcing", "padding"),
+        *("30 秒小结", "30 秒总结"),
+    ):
         assert variant in variants, f"the glossary does not list {variant!r} as a variant"
 
 
