@@ -177,7 +177,7 @@ def test_glossary_variants_are_found_in_planted_text() -> None:
 def test_glossary_lists_the_variants_the_book_avoids() -> None:
     variants = glossary_variants(reader_text(GLOSSARY))
     for variant in (
-        *("遮罩", "词元", "token", "标准答案", "teacher forcing", "padding"),
+        *("遮罩", "词元", "token", "标准答案", "teacher forcing", "padding", "block"),
         *("30 秒小结", "30 秒总结"),
     ):
         assert variant in variants, f"the glossary does not list {variant!r} as a variant"
