@@ -11,6 +11,11 @@ summary of all chapters, 各章常见误区汇总).
 One term per concept: the appendix glossary (术语表) lists in its fourth column (不用) the
 variants of each term that the book does not use; no page uses one, except an English
 variant glossed in parentheses after the Chinese term ("教师强制 (teacher forcing)").
+
+Cross-references are links: the built book shows no section numbers, so a bare "4.3 节"
+is an error; a section of the book is linked by its heading ("[标题](05_training.ipynb#标题)",
+anchors as MyST's ``myst_heading_anchors`` makes them), a section of the paper is written
+"论文 5.3 节" (or "论文第 5.3 节").
 """
 
 from __future__ import annotations
@@ -189,3 +194,80 @@ def test_one_term_per_concept(path: Path) -> None:
     texts = [t for t in reader_text(path) if not t.lstrip().startswith(GLOSSARY_HEADING)]
     used = sorted({u for text in texts for u in variants_used(text, variants)})
     assert not used, f"{path.name} uses variants the glossary rules out: {used}"
+
+
+LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
+SECTION_NUMBER = re.compile(
+    r"(论文\s*(?:第\s*)?)?(\d+\.\d+(?:\.\d+)?)(?:\s*[、,，]\s*\d+\.\d+)*\s*节"
+)
+SLUG_DROPPED = re.compile(r"[^\w\u4e00-\u9fff\- ]")  # myst_parser's default_slugify
+
+
+def bare_section_references(text: str) -> list[str]:
+    """'N.M 节' mentions outside link texts that do not name a section of the paper."""
+    text = LINK.sub(" ", text)
+    return [m.group(0) for m in SECTION_NUMBER.finditer(text) if not m.group(1)]
+
+
+def heading_anchor(heading: str) -> str:
+    """The anchor MyST gives a heading: lower case, spaces as '-', punctuation dropped."""
+    return SLUG_DROPPED.sub("", heading.strip().lower().replace(" ", "-"))
+
+
+def heading_anchors(markdown: list[str]) -> set[str]:
+    headings = [h for text in markdown for h in re.findall(r"^#{1,3} (.+?)\s*$", text, re.M)]
+    return {heading_anchor(h) for h in headings}
+
+
+def broken_anchors(path: Path) -> list[str]:
+    """Links '(page#anchor)' or '(#anchor)' of ``path`` whose page has no such heading."""
+    broken = []
+    for text in reader_text(path):
+        for _, target in LINK.findall(LINK_FREE_CODE.sub(" ", text)):
+            page, _, anchor = target.partition("#")
+            if not anchor or "://" in page:
+                continue
+            target_path = path.parent / page if page else path
+            if not target_path.exists() or anchor not in heading_anchors(reader_text(target_path)):
+                broken.append(target)
+    return broken
+
+
+LINK_FREE_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+
+
+def test_bare_section_references_are_found_in_planted_text() -> None:
+    assert bare_section_references("这一点 4.4 节再谈；见论文 5.3 节和论文第 3.2、3.5 节") == [
+        "4.4 节"
+    ]
+    assert bare_section_references("这是 5.3 节说过的下限；第 3.2、3.5 节") == [
+        "5.3 节",
+        "3.2、3.5 节",
+    ]
+    assert bare_section_references("见[整行都被遮住会怎样](#整行都被遮住会怎样)一节") == []
+    assert bare_section_references("讲义 p44，第 5 章，0.907") == []
+
+
+def test_heading_anchors_follow_myst(tmp_path: Path) -> None:
+    assert heading_anchor("泄漏实验：去掉掩码会怎样") == "泄漏实验去掉掩码会怎样"
+    assert heading_anchor("最优的概率不再是 1") == "最优的概率不再是-1"
+    assert heading_anchor("动手训练一个小 Transformer") == "动手训练一个小-transformer"
+    page = tmp_path / "a.md"
+    page.write_text(
+        "## 最优的概率不再是 1\n\n见[上文](#最优的概率不再是-1)、[别处](#没有这一节)、"
+        "[b](b.md#x)、[网页](https://example.org/#top)。\n",
+        encoding="utf-8",
+    )
+    assert broken_anchors(page) == ["#没有这一节", "b.md#x"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: p.name)
+def test_cross_references_are_links(path: Path) -> None:
+    bare = [ref for text in reader_text(path) for ref in bare_section_references(text)]
+    assert not bare, (
+        f"{path.name}: bare section numbers {bare}; the built book shows none: link the "
+        "section by its heading ([标题](05_training.ipynb#标题)), or write the paper's as "
+        "'论文 5.3 节'"
+    )
+    broken = broken_anchors(path)
+    assert not broken, f"{path.name}: links to headings that do not exist: {broken}"
