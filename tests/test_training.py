@@ -12,6 +12,7 @@ from lecturekit.training import (
     History,
     TrainConfig,
     constant_lr,
+    cosine_lr,
     evaluate,
     fit,
     label_smoothed_nll,
@@ -85,6 +86,22 @@ def test_noam_lr_warmup_peak_and_decay() -> None:
         noam_lr(0, d, w)
 
 
+def test_cosine_lr_warmup_then_decay_to_zero() -> None:
+    lr, w, total = 6e-3, 100, 500
+    lrs = [cosine_lr(s, lr, w, total) for s in range(1, 601)]
+    assert lrs[49] == pytest.approx(lr * 50 / w)  # linear warmup
+    assert max(lrs) == lrs[w - 1] == pytest.approx(lr)  # peak at the end of warmup
+    assert lrs[w + (total - w) // 2 - 1] == pytest.approx(lr / 2)  # half way: cos(pi/2) = 0
+    decay = lrs[w - 1 : total]
+    assert all(a > b for a, b in zip(decay, decay[1:], strict=False))  # strictly decreasing
+    assert lrs[total - 1] == pytest.approx(0.0, abs=1e-15)
+    assert lrs[total:] == [0.0] * 100  # the budget is spent
+    cfg = TrainConfig(schedule="cosine", lr=lr, warmup_steps=w, decay_steps=total)
+    assert learning_rate(300, cfg, 64) == pytest.approx(lr / 2)
+    with pytest.raises(ValueError, match="decay_steps"):
+        cosine_lr(1, lr, w, w)
+
+
 def test_constant_lr_and_config_dispatch() -> None:
     assert constant_lr(5, 3e-4) == 3e-4
     cfg = TrainConfig(schedule="constant", lr=2e-3)
@@ -95,7 +112,11 @@ def test_constant_lr_and_config_dispatch() -> None:
 
 def test_train_config_validates() -> None:
     with pytest.raises(ValueError, match="schedule"):
-        TrainConfig(schedule="cosine")
+        TrainConfig(schedule="linear")
+    with pytest.raises(ValueError, match="decay_steps"):
+        TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=10)  # no budget given
+    with pytest.raises(ValueError, match="decay_steps"):
+        TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=10, decay_steps=10)
     with pytest.raises(ValueError, match="batch_size"):
         TrainConfig(batch_size=0)
     with pytest.raises(ValueError, match="label_smoothing"):

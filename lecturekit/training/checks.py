@@ -47,7 +47,15 @@ def check_train_config(config: Any) -> None:
         check_int(name, getattr(config, name), minimum=1)
     for name in ("max_steps", "eval_every", "valid_decode_max_len"):
         check_int(name, getattr(config, name), minimum=1, optional=True)
-    check_choice("schedule", config.schedule, ("noam", "constant"))
+    check_choice("schedule", config.schedule, ("noam", "cosine", "constant"))
+    check_int("decay_steps", config.decay_steps, minimum=1, optional=True)
+    if config.schedule == "cosine" and (
+        config.decay_steps is None or config.decay_steps <= config.warmup_steps
+    ):
+        raise ValueError(
+            f'schedule="cosine" needs decay_steps > warmup_steps ({config.warmup_steps}), got '
+            f"decay_steps={config.decay_steps}; set decay_steps to the step budget"
+        )
     for name in ("lr", "lr_factor"):
         check_number(name, getattr(config, name), minimum=0.0, exclusive=("minimum",))
     betas = config.betas

@@ -21,10 +21,13 @@ class TrainConfig:
             stops earlier at ``max_seconds`` or ``target_exact_match``).
         batch_size: sentences per optimiser step (the *global* batch under torchrun);
             used when ``train`` is a list of pairs or a ``TaskData``.
-        schedule: ``"noam"`` (warmup then inverse square root, :func:`noam_lr`) or
-            ``"constant"``.
-        lr: the constant learning rate (``schedule="constant"``).
-        lr_factor, warmup_steps: the ``"noam"`` schedule's ``factor`` and warmup.
+        schedule: ``"noam"`` (warmup then inverse square root, :func:`noam_lr`),
+            ``"cosine"`` (warmup then cosine decay to 0 at ``decay_steps``, :func:`cosine_lr`)
+            or ``"constant"``.
+        lr: the constant learning rate (``"constant"``), the peak rate (``"cosine"``).
+        lr_factor: the ``"noam"`` schedule's ``factor``.
+        warmup_steps: the warmup of ``"noam"`` and ``"cosine"``.
+        decay_steps: the step at which ``"cosine"`` reaches 0 (required for it).
         betas, adam_eps, weight_decay: Adam settings (the paper's 0.9, 0.98, 1e-9).
         label_smoothing: the paper's 0.1.
         clip_grad_norm: max gradient norm (None = no clipping).
@@ -49,6 +52,7 @@ class TrainConfig:
     lr: float = 1e-3
     lr_factor: float = 1.0
     warmup_steps: int = 400
+    decay_steps: int | None = None
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
