@@ -222,7 +222,8 @@ def test_small_config_and_small_train_config_defaults_and_overrides() -> None:
     assert cfg.d_model % cfg.n_heads == 0
     assert Transformer(cfg)(torch.tensor([[4, 5]]), torch.tensor([[1, 6]])).shape == (1, 2, 19)
     train = small_train_config(batch_size=7)
-    assert train.batch_size == 7 and train.schedule == "noam"
+    assert train.batch_size == 7 and train.schedule == "cosine"
+    assert train.max_steps == train.decay_steps  # training ends when the rate reaches 0
 
 
 # ----------------------------------------------------------------------------------------
