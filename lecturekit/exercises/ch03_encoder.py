@@ -1,14 +1,18 @@
 """Chapter 3 (encoder, slides p16-p21) exercises: LayerNorm by hand, batch statistics that skip
-padding, and the parameter count of one encoder block."""
+padding, the parameter count of one encoder block, the key padding mask of a padded batch,
+and a Pre-LN encoder block built from its sub-layers."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
 from lecturekit.exercises.specs import Array, Integer
+from lecturekit.model.layers import EncoderLayer
 
 # --------------------------------------------------------------------------------------
 # encoder.layernorm (p19)
@@ -205,5 +209,185 @@ register(
         returns=Integer(),
         cases=_layer_cases,
         reference=reference_layer_parameters,
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# encoder.key_padding_mask: the padding mask a padded batch of sources needs
+# --------------------------------------------------------------------------------------
+
+
+def reference_key_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Bool ``(B, S)``, True where ``tokens (B, S)`` is padding (torch's
+    ``src_key_padding_mask``); the same as ``lecturekit.model.masks.padding_mask``."""
+    return tokens == pad_id
+
+
+def _key_padding_cases() -> list[Case]:
+    cases = [
+        Case(args=(torch.tensor([[5, 6, 7, 0, 0], [8, 9, 4, 3, 2]]), 0), label="句末补 <pad>"),
+        Case(args=(torch.tensor([[4, 5, 6], [7, 8, 9]]), 0), label="没有填充"),
+        Case(args=(torch.tensor([[0, 0, 5, 6], [0, 7, 8, 9]]), 0), label="填充在句首（左补齐）"),
+        Case(args=(torch.tensor([[3, 3, 3], [5, 3, 3]]), 3), label="pad_id=3，第一句整句都是填充"),
+        Case(args=(torch.tensor([[1, -100, -100]]), -100), label="pad_id=-100（词表之外）"),
+        Case(args=(torch.tensor([[7]]), 7), label="B = S = 1"),
+    ]
+    g = torch.Generator().manual_seed(31)
+    rng = random.Random(31)
+    for _ in range(3):
+        b, s, pad_id = rng.randint(1, 4), rng.randint(1, 8), rng.choice([0, 1, 2, -100])
+        tokens = torch.randint(3, 20, (b, s), generator=g)
+        tokens[torch.rand(b, s, generator=g) < 0.4] = pad_id
+        cases.append(
+            Case(args=(tokens, pad_id), label=f"随机输入 (B, S) = {(b, s)}，pad_id={pad_id}")
+        )
+    return cases
+
+
+register(
+    Exercise(
+        id="encoder.key_padding_mask",
+        chapter=3,
+        title="为填充过的一批句子构造键填充掩码 (key padding mask)",
+        prompt=(
+            "一批长短不一的句子补齐成 tokens（形状 (B, S)，int64）后送进编码器，注意力不能分给填充。"
+            "写函数 key_padding_mask(tokens, pad_id)：返回形状 (B, S) 的 bool 张量，按 PyTorch 的约定"
+            "（torch.nn.Transformer 的 src_key_padding_mask），True 表示这个位置的 key 被遮住，"
+            "False 表示正常参与注意力。\n"
+            "填充可以在句末，也可以在句首；一句可以没有填充，也可以整句都是填充；"
+            "pad_id 可以是任意整数（例如 3 或 -100）。"
+        ),
+        hint=(
+            "掩码只回答一个问题：这个位置是不是填充。留意约定：有的教程用 True 表示“可以看”，"
+            "PyTorch 用 True 表示“遮住”。形状就是 (B, S)，把它变成能广播到分数矩阵的形状，"
+            "是注意力层自己的事。"
+        ),
+        explanation=(
+            "tokens == pad_id，形状 (B, S)，dtype bool，与 lecturekit.model.masks.padding_mask 相同。"
+            "注意力层把它变成 (B, 1, 1, S) 广播到每个头、每个 query：被遮住的列在 softmax 之前"
+            "设为 -inf。"
+        ),
+        kind="function",
+        returns=Array("bool", "(B, S)"),
+        cases=_key_padding_cases,
+        reference=reference_key_padding_mask,
+        forbidden=("lecturekit.model.masks.padding_mask",),
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# encoder.pre_ln_block: one Pre-LN encoder block from its sub-layers
+# --------------------------------------------------------------------------------------
+
+
+class _Sublayer:
+    """A sub-layer handed to the student: a named function ``(B, S, D) -> (B, S, D)``.
+
+    Copies are the object itself (it holds no state the answer may change), so the checker's
+    snapshot of the inputs compares equal.
+    """
+
+    def __init__(self, name: str, function: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.name, self.function = name, function
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.function(x)
+
+    def __deepcopy__(self, memo: dict) -> _Sublayer:
+        return self
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def reference_pre_ln_block(
+    x: torch.Tensor,
+    self_attention: Callable[[torch.Tensor], torch.Tensor],
+    ffn: Callable[[torch.Tensor], torch.Tensor],
+    norm1: Callable[[torch.Tensor], torch.Tensor],
+    norm2: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Pre-LN block ``x + sublayer(norm(x))`` twice, ``(B, S, D) -> (B, S, D)``: the forward of
+    ``EncoderLayer(norm_first=True)`` (dropout off)."""
+    x = x + self_attention(norm1(x))  # (B, S, D)
+    return x + ffn(norm2(x))  # (B, S, D)
+
+
+def _pre_ln_layers() -> list[tuple[EncoderLayer, torch.Tensor, torch.Tensor | None, str]]:
+    """The hidden cases' layers: ``(EncoderLayer(norm_first=True), x, padding mask, label)``."""
+    rng = random.Random(32)
+    sizes = [(2, 4, 8, 2, 16, [4, 2]), (1, 3, 4, 1, 8, None), (1, 1, 6, 3, 12, None)]
+    for _ in range(3):
+        b, s, h = rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 3)
+        lengths = [rng.randint(1, s) for _ in range(b)]
+        sizes.append((b, s, 2 * h, h, rng.randint(2, 16), lengths))
+    layers = []
+    for i, (b, s, d, h, d_ff, lengths) in enumerate(sizes):
+        with torch.random.fork_rng(devices=[]):  # seeded, without touching the caller's RNG
+            torch.manual_seed(33 + i)
+            layer = EncoderLayer(d, h, d_ff, dropout=0.0, norm_first=True).eval()
+            with torch.no_grad():  # LayerNorms away from (1, 0), so norm1 and norm2 differ
+                for p in layer.parameters():
+                    p.add_(torch.randn_like(p) * 0.3)
+            x = torch.randn(b, s, d) * 2
+        mask = (
+            None if lengths is None else torch.arange(s)[None, :] >= torch.tensor(lengths)[:, None]
+        )
+        what = f"(B, S, D) = {(b, s, d)}，{h} 个头，d_ff = {d_ff}"
+        label = f"{'随机：' if i >= 3 else ''}{what}" + (
+            "" if mask is None else f"，长度 {lengths}"
+        )
+        layers.append((layer, x, mask, label))
+    return layers
+
+
+def _pre_ln_cases() -> list[Case]:
+    cases = []
+    for layer, x, mask, label in _pre_ln_layers():
+
+        def attend(h: torch.Tensor, layer: EncoderLayer = layer, mask: Any = mask) -> torch.Tensor:
+            return layer.self_attn(h, h, h, key_padding_mask=mask)[0]
+
+        sublayers = [
+            _Sublayer("self_attention", attend),
+            _Sublayer("ffn", layer.ffn),
+            _Sublayer("norm1", layer.norm1),
+            _Sublayer("norm2", layer.norm2),
+        ]
+        cases.append(Case(args=(x, *sublayers), label=label))
+    return cases
+
+
+register(
+    Exercise(
+        id="encoder.pre_ln_block",
+        chapter=3,
+        title="搭一个 Pre-LN 编码器层",
+        prompt=(
+            "写函数 pre_ln_block(x, self_attention, ffn, norm1, norm2)：x 是编码器层的输入，"
+            "形状 (B, S, D)，float32；其余四个参数是这一层已经建好的子层，每个都是函数，"
+            "输入输出形状都是 (B, S, D)：self_attention（多头自注意力，已经带上了这批句子的"
+            "填充掩码）、ffn（逐位置前馈网络）、norm1 和 norm2（两个参数不同的 LayerNorm，"
+            "norm1 配注意力，norm2 配 FFN）。\n"
+            "按 Pre-LN（层归一化放在子层之前，torch 的 norm_first=True）的顺序把它们连成一层，"
+            "返回这一层的输出 (B, S, D)。层的最后不再额外归一化（那是整个编码器栈最后的事）；"
+            "不需要 dropout。"
+        ),
+        hint=(
+            "Pre-LN 与 Post-LN 的区别只在归一化放在哪里：Pre-LN 里，子层读的是归一化过的输入，"
+            "而残差那条路上流动的始终是没有归一化的向量。两个子层各有自己的归一化，"
+            "第二个子层要用第一个子层加回残差之后的结果。"
+        ),
+        explanation=(
+            "x = x + self_attention(norm1(x))；x = x + ffn(norm2(x))；返回 x。"
+            "Post-LN（论文、p21 的原始设计）是 x = norm1(x + self_attention(x))；"
+            "x = norm2(x + ffn(x))。先把 x 归一化再加残差（x = norm1(x); x = x + self_attention(x)）"
+            "也不对：那样残差流本身被归一化了。"
+        ),
+        kind="function",
+        returns=Array("float32", "(B, S, D)"),
+        cases=_pre_ln_cases,
+        reference=reference_pre_ln_block,
+        forbidden=("lecturekit.model.layers.EncoderLayer.forward",),
     )
 )
