@@ -2,6 +2,8 @@
 ``kernels.matmul`` warn once and compute with PyTorch, as the model's layers do; bad input
 gets the same clear errors as on the kernel path."""
 
+import os
+import sys
 import warnings
 
 import pytest
@@ -43,3 +45,28 @@ def test_fallback_rejects_what_the_kernels_reject(no_kernels):
         kernels.matmul(x, x)
     with pytest.raises(TypeError, match="b must be a torch.Tensor"):
         kernels.matmul(x, None)
+
+
+def test_interpret_without_gpu_sets_the_variable_once_and_respects_the_user(monkeypatch):
+    monkeypatch.setattr(
+        os, "environ", {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    )
+    for name in list(sys.modules):  # as in a fresh notebook: no kernel module imported yet
+        if name.startswith("lecturekit.kernels."):
+            monkeypatch.delitem(sys.modules, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kernels.interpret_without_gpu() is True
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    os.environ["TRITON_INTERPRET"] = "0"  # the user's explicit choice stays
+    assert kernels.interpret_without_gpu() is False
+    assert os.environ["TRITON_INTERPRET"] == "0"
+
+
+def test_interpret_without_gpu_warns_when_a_kernel_module_came_first(monkeypatch):
+    monkeypatch.setattr(
+        os, "environ", {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    )
+    monkeypatch.setitem(sys.modules, "lecturekit.kernels.fused_softmax", object())
+    with pytest.warns(RuntimeWarning, match="fused_softmax was imported before TRITON_INTERPRET"):
+        assert kernels.interpret_without_gpu() is True

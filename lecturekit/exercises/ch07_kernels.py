@@ -160,9 +160,11 @@ register(
 # --------------------------------------------------------------------------------------
 
 _RESTART = (
-    "在笔记本最前面（导入 triton、lecturekit.kernels 的子模块之前）运行 "
-    "import os; os.environ['TRITON_INTERPRET'] = '1'，然后重启内核 (Restart Kernel) "
-    "从头运行：Triton 在定义核函数的那一刻决定编译还是解释，之后再设置就来不及了。"
+    "在定义核函数之前（最好在笔记本的第一个代码单元格里）运行 "
+    "import os; os.environ['TRITON_INTERPRET'] = '1'，或者 "
+    "lecturekit.kernels.interpret_without_gpu()，再重新运行定义核函数的单元格。"
+    "Triton 在定义核函数 (@triton.jit) 的那一刻决定编译还是解释；最稳妥的做法是"
+    "重启内核 (Restart Kernel) 后从头运行。"
 )
 
 
@@ -266,7 +268,7 @@ register(
             "第 row 个程序实例把第 row 行 n_cols 个数的和写到 OUT[row]（float32）。\n"
             "一次只能读 BLOCK 个数（BLOCK 是 2 的幂，测试里取 4、8、16）：n_cols 可以比 BLOCK 小，"
             "也可以是它的好几倍，而且不一定是它的倍数。\n"
-            "没有 GPU 时，核函数要在 Triton 的解释器里运行：必须在导入 triton 之前设置 "
+            "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
             "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）；"
             "有 GPU 而没有设置它时，检查器在 GPU 上运行你的内核。"
         ),

@@ -33,7 +33,18 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers only
 
 from lecturekit._lazy import attach
 
-__all__ = ["add", "attention", "available", "layer_norm", "matmul", "softmax"]
+__all__ = [
+    "add",
+    "attention",
+    "available",
+    "interpret_without_gpu",
+    "layer_norm",
+    "matmul",
+    "softmax",
+]
+
+# the submodules that define kernels: each kernel keeps the mode it was defined in
+_KERNEL_MODULES = ("vector_add", "tiled_matmul", "fused_softmax", "layernorm", "flash_attention")
 
 # submodules (e.g. ``kernels.<module>``) resolve on first attribute access
 __getattr__, __dir__ = attach(__name__, names=False)
@@ -52,6 +63,39 @@ def available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def interpret_without_gpu() -> bool:
+    """Turn on Triton's CPU interpreter (``TRITON_INTERPRET=1``) where there is no CUDA GPU.
+
+    Triton chooses between compiling a kernel for the GPU and interpreting it on the CPU when
+    the kernel is *defined* (``@triton.jit`` runs), so a notebook calls this in its first
+    cell, before importing ``lecturekit.kernels``' submodules or defining a kernel of its own.
+    A ``TRITON_INTERPRET`` already in the environment is left as it is. Warns when a kernel
+    module was imported before the mode changed (restart the kernel and run from the top).
+
+    Returns:
+        True if kernels defined from now on run in the interpreter (on CPU tensors), False if
+        they are compiled for the GPU (on CUDA tensors).
+    """
+    import sys
+    import warnings
+
+    if "TRITON_INTERPRET" not in os.environ:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+            early = [m for m in _KERNEL_MODULES if f"{__name__}.{m}" in sys.modules]
+            if early:
+                warnings.warn(
+                    f"lecturekit.kernels.{early[0]} was imported before TRITON_INTERPRET was set, "
+                    "so its kernels are compiled for a GPU this machine lacks: restart the "
+                    "Python kernel and call interpret_without_gpu() first",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
