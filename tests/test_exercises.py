@@ -392,6 +392,21 @@ def test_every_exercise_passes_its_reference_and_is_stated_for_the_reader(exerci
         exercises.running.resolve(name)
 
 
+@pytest.mark.parametrize("exercise_id", list_exercises())
+def test_every_exercise_uses_the_books_terms(exercise_id):
+    """Titles, tasks, hints, solutions and case labels follow the appendix glossary, as the
+    book's prose does (identifiers such as ``src_key_padding_mask`` are code, not prose)."""
+    from test_prose import GLOSSARY, glossary_variants, reader_text, variants_used
+
+    variants = glossary_variants(reader_text(GLOSSARY))
+    ex = get_exercise(exercise_id)
+    texts = [ex.title, ex.prompt, ex.hint, ex.explanation]
+    if ex.kind == "function":
+        texts += [case.label for case in ex.cases()]
+    used = {u for text in texts for u in variants_used(re.sub(r"\w*_\w*", " ", text), variants)}
+    assert not used, f"{exercise_id} uses variants the glossary rules out: {sorted(used)}"
+
+
 def test_the_forbidden_attention_function_is_caught_in_the_shipped_exercise(capsys):
     assert check("attention.scaled_dot_product", F.scaled_dot_product_attention) is False
     assert "scaled_dot_product_attention" in capsys.readouterr().out

@@ -300,7 +300,9 @@ def test_a_kernel_compiled_for_the_gpu_on_a_cpu_says_how_to_enable_the_interpret
     assert type(compiled).__name__ == "JITFunction"
     assert check("kernels.row_sum_kernel", compiled) is False
     out = capsys.readouterr().out
-    assert "没有 CUDA GPU" in out and "TRITON_INTERPRET" in out and "重新运行定义核函数的单元格" in out
+    assert (
+        "没有 CUDA GPU" in out and "TRITON_INTERPRET" in out and "重新运行定义核函数的单元格" in out
+    )
     assert "Traceback" not in out and "💡" not in out
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # set too late: the kernel is compiled already
     assert check("kernels.row_sum_kernel", compiled) is False

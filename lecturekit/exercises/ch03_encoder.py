@@ -34,7 +34,7 @@ def _layernorm_cases() -> list[Case]:
     cases = [
         Case(args=(torch.tensor([[1.0, 2.0, 3.0, 4.0]]),), label="p19 的例子 [1, 2, 3, 4]"),
         Case(
-            args=(torch.tensor([[2.0, 4.0, 6.0, 8.0], [1.0, 10.0, 3.0, 14.0]]),), label="两个 token"
+            args=(torch.tensor([[2.0, 4.0, 6.0, 8.0], [1.0, 10.0, 3.0, 14.0]]),), label="两个符号"
         ),
         Case(
             args=(torch.tensor([[5.0, 5.0, 5.0, 5.0], [0.0, 1.0, 0.0, 1.0]]),), label="一行全相等"
@@ -58,14 +58,14 @@ register(
         chapter=3,
         title="手写层归一化 (LayerNorm)",
         prompt=(
-            "写函数 layernorm(x, eps=1e-5)：对 x 的最后一维（一个 token 的 D 个特征）做归一化，\n"
-            "x' = (x - m) / sqrt(σ² + eps)，m 和 σ² 是这 D 个数的均值和总体方差（除以 D，p19）。\n"
-            "不需要可学习的 γ、β。x 是 float32，形状 (..., D)，例如 (N, D) 或 (B, T, D)。\n"
+            "写函数 layernorm(x, eps=1e-5)：对 x 的最后一维（一个符号的 D 个特征）做 p19 的"
+            "层归一化，结果与不带 γ、β 的 torch.nn.LayerNorm 相同：\n"
+            "方差用总体方差（除以 D），eps 的用法也按 torch 的约定。x 是 float32，形状 (..., D)，例如 (N, D) 或 (B, T, D)。\n"
             "测试会用关键字传入别的 eps（例如 eps=0.5），也有方差很小的行；"
             "一行全相等时方差为 0，这一行的结果是 0。"
         ),
         hint=(
-            "统计量是每个 token 自己的：沿最后一维计算，并保持维度以便广播。总体方差除以 D，"
+            "统计量是每个符号自己的：沿最后一维计算，并保持维度以便广播。总体方差除以 D，"
             "而 torch 的 var 默认不是。eps 在开平方之前加到方差上，而且要用传进来的那个 eps。"
         ),
         explanation=(
@@ -106,7 +106,7 @@ def _masked_mean_cases() -> list[Case]:
     cases = [
         Case(
             args=(one, torch.tensor([[False, False, True]])),
-            label="一个句子，2 个 token + 1 个填充（填充处是 0）",
+            label="一个句子，2 个符号 + 1 个填充（填充处是 0）",
         )
     ]
     x = torch.randn(3, 6, 4, generator=g) + 2.0
@@ -140,18 +140,18 @@ register(
         prompt=(
             "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D)（float32），"
             "padding_mask 是 (B, T) 的 bool 张量，True 表示该位置是填充 (padding)。\n"
-            "返回每个特征在这一批所有**真实 token** 上的均值（所有句子的真实 token 放在一起平均）。"
+            "返回每个特征在这一批所有**真实符号**上的均值（所有句子的真实符号放在一起平均）。"
             "这正是批归一化 (BatchNorm) 在变长序列上应当使用、却常被填充污染的统计量。\n"
             "填充位置上的 x 可以是任意有限值（不一定是 0）；有的句子没有填充，也可能整句都是填充，"
-            "但整批至少有一个真实 token。"
+            "但整批至少有一个真实符号。"
         ),
         hint=(
-            "填充既不能进分子，也不能进分母：求和时把填充位置排除掉，除数是真实 token 的个数，"
-            "不是 B·T。不要先对每句求平均再平均，那样短句的 token 权重更大。"
+            "填充既不能进分子，也不能进分母：求和时把填充位置排除掉，除数是真实符号的个数，"
+            "不是 B·T。不要先对每句求平均再平均，那样短句的符号权重更大。"
         ),
         explanation=(
             "keep = ~padding_mask；均值 = (x * keep[..., None]).sum(dim=(0, 1)) / keep.sum()，"
-            "也可以写成 x[keep].mean(dim=0)（布尔下标取出所有真实 token，形状 (n, D)）。"
+            "也可以写成 x[keep].mean(dim=0)（布尔下标取出所有真实符号，形状 (n, D)）。"
         ),
         kind="function",
         returns=Array("float32", "(D,)"),
@@ -191,9 +191,9 @@ register(
     Exercise(
         id="encoder.layer_parameters",
         chapter=3,
-        title="一个编码器 block 的参数量",
+        title="一个编码器层的参数量",
         prompt=(
-            "写函数 layer_parameters(d_model, d_ff)，返回一个编码器 block（lecturekit.EncoderLayer 或\n"
+            "写函数 layer_parameters(d_model, d_ff)，返回一个编码器层（lecturekit.EncoderLayer 或\n"
             "torch.nn.TransformerEncoderLayer：多头自注意力 + FFN + 两个 LayerNorm，全部带偏置）"
             "的参数个数。d_model、d_ff 是正整数（d_ff 不一定是 4·d_model），头数不影响答案。"
         ),

@@ -98,9 +98,9 @@ register(
         chapter=4,
         title="因果掩码与填充掩码合并",
         prompt=(
-            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的 token id，形状 (B, T)（int64）。\n"
+            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的符号编号，形状 (B, T)（int64）。\n"
             "结果的第 b 句第 i 行第 j 列为 True 表示 query i 不能看 key j：要么 j 在未来"
-            "（j > i，因果掩码），要么第 j 个 token 等于 pad_id（填充掩码）。\n"
+            "（j > i，因果掩码），要么第 j 个符号等于 pad_id（填充掩码）。\n"
             "填充可以出现在任何位置（不只在句末），一句也可以整句都是填充；pad_id 可以是任意整数"
             "（例如 -100）。填充位置作为 query 的那一行同样按上面的规则计算。"
         ),

@@ -236,8 +236,8 @@ register(
         chapter=6,
         title="带长度惩罚的束搜索得分",
         prompt=(
-            "实现 length_penalised_score(log_prob, length, alpha)：返回 GNMT 的束搜索得分 "
-            "log_prob / lp(length)，其中 lp(L) = ((5 + L) / 6) ** alpha。\n"
+            "实现 length_penalised_score(log_prob, length, alpha)：返回本章介绍的 GNMT 束搜索得分，"
+            "即对数概率 log_prob 除以长度为 length 时的长度惩罚 lp(length)（指数为 alpha）。\n"
             "log_prob <= 0（可以是 0），length >= 1 是整数，alpha >= 0；alpha = 0 时不惩罚。"
         ),
         hint=(
