@@ -70,3 +70,12 @@ def test_interpret_without_gpu_warns_when_a_kernel_module_came_first(monkeypatch
     monkeypatch.setitem(sys.modules, "lecturekit.kernels.fused_softmax", object())
     with pytest.warns(RuntimeWarning, match="fused_softmax was imported before TRITON_INTERPRET"):
         assert kernels.interpret_without_gpu() is True
+
+
+def test_kernels_refuse_tensors_beyond_32_bit_offsets():
+    from lecturekit.kernels._utils import check_int32_offsets
+
+    check_int32_offsets("a", torch.empty(2**15, 2**16, device="meta"))  # 2**31 elements: fits
+    with pytest.raises(ValueError, match="a spans 4294967296 elements.*32-bit offsets"):
+        check_int32_offsets("a", torch.empty(2**16, 2**16, device="meta"))  # no memory used
+    check_int32_offsets("b", torch.empty(2**16, 2**16, device="meta")[:1])

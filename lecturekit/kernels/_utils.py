@@ -73,3 +73,17 @@ def check_operands(name_a: str, a: object, name_b: str, b: object, *, matmul: bo
             f"{name_a} and {name_b} must share dtype and device, got {a.dtype} on {a.device} "
             f"and {b.dtype} on {b.device}"
         )
+
+
+#: offsets inside a kernel are 32-bit integers unless it widens them (as the softmax does)
+MAX_INT32_OFFSET = 2**31 - 1
+
+
+def check_int32_offsets(name: str, t: torch.Tensor) -> None:
+    """Raise unless every element of ``t`` is within a 32-bit offset of its first one."""
+    last = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+    if t.numel() and last > MAX_INT32_OFFSET:
+        raise ValueError(
+            f"{name} spans {last + 1} elements, more than this kernel's 32-bit offsets reach "
+            f"({MAX_INT32_OFFSET + 1}); split it into smaller pieces"
+        )

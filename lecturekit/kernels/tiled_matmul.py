@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lecturekit.kernels._utils import check_operands, check_tensor
+from lecturekit.kernels._utils import check_int32_offsets, check_operands, check_tensor
 
 #: tile sizes (powers of two, at least 16, as ``tl.dot`` requires)
 DEFAULT_BLOCKS = (64, 64, 32)
@@ -133,6 +133,8 @@ def matmul(
     block_m, block_n, block_k = _check_blocks(blocks)
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    for name, t in (("a", a), ("b", b), ("the result (M, N)", c)):
+        check_int32_offsets(name, t)
     if m == 0 or n == 0:
         return c
     if k == 0:

@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lecturekit.kernels._utils import check_operands, check_tensor
+from lecturekit.kernels._utils import check_int32_offsets, check_operands, check_tensor
 
 #: elements per program instance (a power of two, as ``tl.arange`` requires)
 DEFAULT_BLOCK_SIZE = 1024
@@ -80,6 +80,7 @@ def add(x: torch.Tensor, y: torch.Tensor, *, block_size: int = DEFAULT_BLOCK_SIZ
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a positive power of two, got {block_size}")
     x, y = x.contiguous(), y.contiguous()  # the kernel reads flat, contiguous vectors
+    check_int32_offsets("x", x)
     out = torch.empty_like(x)
     n = x.numel()
     if n > 0:
