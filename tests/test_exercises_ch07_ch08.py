@@ -11,7 +11,7 @@ import pytest
 import torch
 from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
-from lecturekit.exercises import check, get_exercise, list_exercises, solution
+from lecturekit.exercises import check, get_exercise, list_exercises, show, solution
 from lecturekit.exercises.ch07_kernels import reference_merge_softmax_state
 from lecturekit.exercises.ch08_appendix import reference_max_path_length
 
@@ -324,6 +324,13 @@ def test_a_kernel_check_without_triton_or_without_a_kernel_says_why(monkeypatch,
     assert check("kernels.row_sum_kernel", not_a_kernel) is False
     out = capsys.readouterr().out
     assert "没有安装 triton" in out and "lecturekit[gpu]" in out and "Traceback" not in out
+
+
+def test_the_kernel_task_asks_for_a_kernel(capsys):
+    show("kernels.row_sum_kernel")
+    out = capsys.readouterr().out
+    assert "要求：写一个核函数。" in out and "检查器读回的结果：形状 (行数,)" in out
+    assert "row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr)" in out
 
 
 def test_the_kernel_solution_is_printed_from_its_source_file(capsys):

@@ -211,10 +211,13 @@ def show(exercise_id: str) -> None:
     """Print the task of exercise ``exercise_id``: what to compute, what to return, edge cases."""
     ex = get_exercise(exercise_id)
     what = "写一个函数" if ex.kind == "function" else "给出一个值"
+    result = "返回" if ex.kind == "function" else "答案的形式"
+    if ex.launch is not None:  # a kernel writes its result; the checker reads it back
+        what, result = "写一个核函数", "检查器读回的结果"
     print(f"练习 {ex.id}（第 {ex.chapter} 章）：{ex.title}")
     print(f"要求：{what}。")
     print(ex.prompt)
-    print(f"{'返回' if ex.kind == 'function' else '答案的形式'}：{ex.returns.describe()}。")
+    print(f"{result}：{ex.returns.describe()}。")
     if ex.forbidden:
         print(f"不能调用：{'、'.join(ex.forbidden)}。")
     if ex.kind == "function":
