@@ -407,6 +407,23 @@ def test_every_exercise_uses_the_books_terms(exercise_id):
     assert not used, f"{exercise_id} uses variants the glossary rules out: {sorted(used)}"
 
 
+# code in exercise texts is not marked up: calls ``f(x)`` and tuples ``(B, T)`` are code
+CALL_OR_TUPLE = re.compile(r"\w+\([^()]*\)|\([^()，。；]*,[^()，。；]*\)")
+
+
+@pytest.mark.parametrize("exercise_id", list_exercises())
+def test_every_exercise_follows_the_books_typography(exercise_id):
+    """Full-width （…） around Chinese, (…) around English, no ASCII quotes in prose."""
+    from test_prose_numbers import typography_problems
+
+    ex = get_exercise(exercise_id)
+    texts = [ex.title, ex.prompt, ex.hint, ex.explanation]
+    if ex.kind == "function":
+        texts += [case.label for case in ex.cases()]
+    problems = [p for text in texts for p in typography_problems(CALL_OR_TUPLE.sub(" ", text))]
+    assert not problems, f"{exercise_id}: {problems}"
+
+
 def test_the_forbidden_attention_function_is_caught_in_the_shipped_exercise(capsys):
     assert check("attention.scaled_dot_product", F.scaled_dot_product_attention) is False
     assert "scaled_dot_product_attention" in capsys.readouterr().out

@@ -138,7 +138,7 @@ register(
         chapter=3,
         title="跳过填充的逐特征均值（批归一化的统计量）",
         prompt=(
-            "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D)（float32），"
+            "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D) (float32)，"
             "padding_mask 是 (B, T) 的 bool 张量，True 表示该位置是填充 (padding)。\n"
             "返回每个特征在这一批所有**真实符号**上的均值（所有句子的真实符号放在一起平均）。"
             "这正是批归一化 (BatchNorm) 在变长序列上应当使用、却常被填充污染的统计量。\n"
@@ -178,7 +178,7 @@ def _layer_cases() -> list[Case]:
     cases = [
         Case(args=(512, 2048), label="d_model=512, d_ff=2048（论文 base）"),
         Case(args=(64, 256), label="d_model=64, d_ff=256"),
-        Case(args=(768, 3072), label="d_model=768, d_ff=3072（BERT-base）"),
+        Case(args=(768, 3072), label="d_model=768, d_ff=3072 (BERT-base)"),
     ]
     rng = random.Random(7)
     for _ in range(3):
@@ -248,7 +248,7 @@ register(
     Exercise(
         id="encoder.key_padding_mask",
         chapter=3,
-        title="为填充过的一批句子构造键填充掩码 (key padding mask)",
+        title="为补齐的一批句子构造填充掩码 (key padding mask)",
         prompt=(
             "一批长短不一的句子补齐成 tokens（形状 (B, S)，int64）后送进编码器，注意力不能分给填充。"
             "写函数 key_padding_mask(tokens, pad_id)：返回形状 (B, S) 的 bool 张量，按 PyTorch 的约定"
@@ -362,27 +362,28 @@ register(
     Exercise(
         id="encoder.pre_ln_block",
         chapter=3,
-        title="搭一个 Pre-LN 编码器层",
+        title="搭一个前置层归一化 (Pre-LN) 的编码器层",
         prompt=(
             "写函数 pre_ln_block(x, self_attention, ffn, norm1, norm2)：x 是编码器层的输入，"
             "形状 (B, S, D)，float32；其余四个参数是这一层已经建好的子层，每个都是函数，"
             "输入输出形状都是 (B, S, D)：self_attention（多头自注意力，已经带上了这批句子的"
             "填充掩码）、ffn（逐位置前馈网络）、norm1 和 norm2（两个参数不同的 LayerNorm，"
             "norm1 配注意力，norm2 配 FFN）。\n"
-            "按 Pre-LN（层归一化放在子层之前，torch 的 norm_first=True）的顺序把它们连成一层，"
+            "按前置层归一化 (Pre-LN) 的顺序把它们连成一层：层归一化放在子层之前，"
+            "即 torch 的 norm_first=True；"
             "返回这一层的输出 (B, S, D)。层的最后不再额外归一化（那是整个编码器栈最后的事）；"
             "不需要 dropout。"
         ),
         hint=(
-            "Pre-LN 与 Post-LN 的区别只在归一化放在哪里：Pre-LN 里，子层读的是归一化过的输入，"
+            "前置与后置层归一化的区别只在归一化放在哪里：前置时，子层读的是归一化过的输入，"
             "而残差那条路上流动的始终是没有归一化的向量。两个子层各有自己的归一化，"
             "第二个子层要用第一个子层加回残差之后的结果。"
         ),
         explanation=(
             "x = x + self_attention(norm1(x))；x = x + ffn(norm2(x))；返回 x。"
-            "Post-LN（论文、p21 的原始设计）是 x = norm1(x + self_attention(x))；"
-            "x = norm2(x + ffn(x))。先把 x 归一化再加残差（x = norm1(x); x = x + self_attention(x)）"
-            "也不对：那样残差流本身被归一化了。"
+            "后置层归一化 (Post-LN) 是论文和 p21 的设计：x = norm1(x + self_attention(x))；"
+            "x = norm2(x + ffn(x))。先写 x = norm1(x) 再写 x = x + self_attention(x)"
+            "（先归一化、再加残差）也不对：那样残差流本身被归一化了。"
         ),
         kind="function",
         returns=Array("float32", "(B, S, D)"),

@@ -66,9 +66,9 @@ register(
         chapter=5,
         title="教师强制 (teacher forcing)：解码器输入与标签错开一位",
         prompt=(
-            "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T)（int64），每行是一个目标句的\n"
+            "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T) (int64)，每行是一个目标句的\n"
             "符号编号（不含 <bos>/<eos>），句子靠左，右侧用 pad_id 补齐（句子中间没有 pad_id）。\n"
-            "decoder_input = <bos> y1 ... yn 再补 pad；labels = y1 ... yn <eos> 再补 pad（p45–p46）。\n"
+            "decoder_input = <bos> y1 ... yn 再补 pad；labels = y1 ... yn <eos> 再补 pad (p45–p46)。\n"
             "没有填充的行，<eos> 落在新加的最后一列；整行都是填充的行（空句子），"
             "decoder_input 只有 <bos>，labels 只有 <eos>，其余都是 pad。"
         ),
@@ -144,8 +144,8 @@ register(
         chapter=5,
         title="忽略填充的逐符号交叉熵",
         prompt=(
-            "写函数 masked_cross_entropy(logits, labels, pad_id)：logits 形状 (B, T, V)（float32），"
-            "labels 形状 (B, T)（int64）。\n"
+            "写函数 masked_cross_entropy(logits, labels, pad_id)：logits 形状 (B, T, V) (float32)，"
+            "labels 形状 (B, T) (int64)。\n"
             "对每个 labels 不等于 pad_id 的位置算交叉熵（正确答案那个符号的负对数概率），"
             "再对这些位置取平均；"
             "填充位置既不贡献损失，也不计入分母。\n"

@@ -28,7 +28,7 @@ def _top_k_cases() -> list[Case]:
     g = torch.Generator().manual_seed(6)
     cases = [
         Case(args=(torch.tensor([[3.0, 1.0, 2.0, 0.5]]), 2), label="一行，k = 2"),
-        Case(args=(torch.randn(3, 10, generator=g), 3), label="三行 (每行各自取前 k 个)"),
+        Case(args=(torch.randn(3, 10, generator=g), 3), label="三行（每行各自取前 k 个）"),
         Case(args=(torch.tensor([[0.1, 0.2, -1.0]]), 1), label="k = 1 等于贪心"),
         Case(args=(torch.randn(2, 5, generator=g) * 4, 5), label="k = V 时什么都不去掉"),
         Case(args=(torch.randn(2, 5, generator=g), 9), label="k > V 时什么都不去掉"),
@@ -51,7 +51,7 @@ register(
         chapter=6,
         title="top-k 过滤",
         prompt=(
-            "实现 top_k_filter(logits, k)：logits 形状为 (N, V)（float32）。对每一行只保留最大的 k 个 "
+            "实现 top_k_filter(logits, k)：logits 形状为 (N, V) (float32)。对每一行只保留最大的 k 个 "
             "logit，其余位置设为 float('-inf')，保留下来的值不变；返回一个新的张量。\n"
             "并列：与这一行第 k 大的值相等的 logit 都保留（所以并列时可能多于 k 个）。"
             "k >= 1；k >= V 时什么都不去掉。"
@@ -131,7 +131,7 @@ register(
         chapter=6,
         title="核采样的 top-p 过滤",
         prompt=(
-            "实现 top_p_filter(logits, p)：logits 形状为 (N, V)（float32）。对每一行，一个词保留，"
+            "实现 top_p_filter(logits, p)：logits 形状为 (N, V) (float32)。对每一行，一个词保留，"
             "当且仅当概率 softmax(logits) 严格大于它的那些词的概率之和小于 p——也就是按概率从大到小"
             "累加、刚好达到 p 的最小集合（让累计概率越过 p 的那个词也保留）。其余位置设为 "
             "float('-inf')，保留的值不变，顺序与输入相同；返回一个新的张量。\n"
@@ -318,7 +318,7 @@ register(
             "两者都是 float64。把每个前缀接上一个词得到候选，每个句子在自己的全部 k·V 个候选里"
             "选出整句对数概率最大的 k 个。\n"
             "返回三元组 (new_scores, beams, tokens)，形状都是 (B, k)，按得分从大到小排列："
-            "new_scores 是候选前缀的对数概率（float64），beams 是它接在哪个束后面（0 到 k-1，int64），"
+            "new_scores 是候选前缀的对数概率 (float64)，beams 是它接在哪个束后面（0 到 k-1，int64），"
             "tokens 是接上的词（0 到 V-1，int64）。\n"
             "scores 里的 -inf 表示这个束是空的（第一步只有第 0 束有前缀）；log_probs 里也可能有 -inf"
             "（不许生成的词）。V >= k，测试里得分最大的 k 个候选没有并列，也都是有限的数。"

@@ -136,7 +136,7 @@ register(
         chapter=7,
         title="数一数朴素注意力搬运的字节",
         prompt=(
-            "不融合的注意力 (一个头，Nq = Nk = n，头维度 d)：读 Q、K，算出分数 S 写回显存；"
+            "不融合的注意力（一个头，Nq = Nk = n，头维度 d）：读 Q、K，算出分数 S 写回显存；"
             "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_bytes(n, d, bytes_per_element)，"
             "返回这些步骤一共读写的字节数。n、d、bytes_per_element 都是正整数。"
         ),
@@ -265,7 +265,7 @@ register(
             "X 指向一个 float32 矩阵，有若干行、每行 n_cols 个有效的数；相邻两行的起点相隔 "
             "stride_row 个元素（stride_row 比 n_cols 大，两行之间的空隙不是有效数据）。"
             "检查器按每行一个程序实例 (program instance) 启动它：row_sum_kernel[(行数,)](...)。"
-            "第 row 个程序实例把第 row 行 n_cols 个数的和写到 OUT[row]（float32）。\n"
+            "第 row 个程序实例把第 row 行 n_cols 个数的和写到 OUT[row] (float32)。\n"
             "一次只能读 BLOCK 个数（BLOCK 是 2 的幂，测试里取 4、8、16）：n_cols 可以比 BLOCK 小，"
             "也可以是它的好几倍，而且不一定是它的倍数。\n"
             "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
