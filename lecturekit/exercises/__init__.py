@@ -359,7 +359,7 @@ def _check_case(
 
 def _describe_error(label: str, error: BaseException | None, inputs: str) -> tuple[str, str | None]:
     if isinstance(error, NotImplementedError):
-        return f"尚未完成：{label}时函数抛出了 NotImplementedError。", None
+        return f"尚未完成：{error or f'{label}时函数抛出了 NotImplementedError。'}", None
     if isinstance(error, SystemExit):
         return (
             f"{label}时你的函数调用了 sys.exit()（或 exit()、quit()），这会结束整个程序，"

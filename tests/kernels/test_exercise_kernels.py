@@ -58,6 +58,19 @@ def row_sum_one_block_only(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):
     tl.store(OUT + row, tl.sum(x, axis=0))
 
 
+@triton.jit
+def row_sum_skeleton(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):
+    pass  # what a notebook commits before the reader's attempt
+
+
+def test_an_empty_kernel_is_not_yet_done_and_gets_no_hint(capsys):
+    from lecturekit.exercises import check
+
+    assert check("kernels.row_sum_kernel", row_sum_skeleton) is False
+    out = capsys.readouterr().out
+    assert "尚未完成：核函数没有往 OUT 里写任何结果" in out and "💡" not in out, out
+
+
 def row_sum_in_python(X, OUT, n_cols, stride_row, BLOCK):  # no @triton.jit
     return None
 
