@@ -19,6 +19,7 @@ from lecturekit.exercises import (
     Exercise,
     check,
     get_exercise,
+    hint,
     list_exercises,
     register,
     show,
@@ -264,6 +265,18 @@ def test_show_states_the_task_the_return_type_and_the_rules(sample_exercises, ca
     assert "答案的形式：一个整数" in capsys.readouterr().out
 
 
+def test_hint_is_printed_on_request_and_after_a_failure_never_by_show(sample_exercises, capsys):
+    show("sample.softmax")
+    out = capsys.readouterr().out
+    assert "先让最大的数变成 0" not in out and "e / e.sum()" not in out and "💡" not in out
+    hint("sample.softmax")
+    out = capsys.readouterr().out
+    assert "💡 练习 sample.softmax 的提示：先让最大的数变成 0" in out
+    assert 'solution("sample.softmax")' in out and "e / e.sum()" not in out
+    with pytest.raises(KeyError, match="sample.softmax"):
+        hint("sample.softmx")
+
+
 def test_solution_prints_the_explanation_and_the_code(sample_exercises, capsys):
     solution("sample.softmax")
     out = capsys.readouterr().out
@@ -362,7 +375,8 @@ CODE = re.compile(r"\w\(|\b(torch|np|F)\.|\.\w+\(|\*\*|[^=!<>]=[^=]|\bdim\b")
 @pytest.mark.parametrize("exercise_id", list_exercises())
 def test_every_exercise_passes_its_reference_and_is_stated_for_the_reader(exercise_id, capsys):
     ex = get_exercise(exercise_id)
-    assert check(exercise_id, ex.reference) is True, capsys.readouterr().out
+    if ex.launch is None:  # a launched answer (a Triton kernel) is checked in tests/kernels
+        assert check(exercise_id, ex.reference) is True, capsys.readouterr().out
     texts = [ex.title, ex.prompt, ex.hint, ex.explanation]
     if ex.kind == "function":
         cases = ex.cases()
@@ -371,8 +385,43 @@ def test_every_exercise_passes_its_reference_and_is_stated_for_the_reader(exerci
         assert any(case.label.startswith("随机") for case in cases), "no random cases"
     assert not any("讲义" in text or "笔记" in text for text in texts)
     assert not CODE.search(ex.hint), f"the hint of {exercise_id} shows code: {ex.hint}"
+    show(exercise_id)  # the task: neither the hint nor the formula of the explanation
+    task = capsys.readouterr().out
+    assert ex.hint not in task and ex.explanation not in task and "💡" not in task
     for name in ex.forbidden:
         exercises.running.resolve(name)
+
+
+@pytest.mark.parametrize("exercise_id", list_exercises())
+def test_every_exercise_uses_the_books_terms(exercise_id):
+    """Titles, tasks, hints, solutions and case labels follow the appendix glossary, as the
+    book's prose does (identifiers such as ``src_key_padding_mask`` are code, not prose)."""
+    from test_prose import GLOSSARY, glossary_variants, reader_text, variants_used
+
+    variants = glossary_variants(reader_text(GLOSSARY))
+    ex = get_exercise(exercise_id)
+    texts = [ex.title, ex.prompt, ex.hint, ex.explanation]
+    if ex.kind == "function":
+        texts += [case.label for case in ex.cases()]
+    used = {u for text in texts for u in variants_used(re.sub(r"\w*_\w*", " ", text), variants)}
+    assert not used, f"{exercise_id} uses variants the glossary rules out: {sorted(used)}"
+
+
+# code in exercise texts is not marked up: calls ``f(x)`` and tuples ``(B, T)`` are code
+CALL_OR_TUPLE = re.compile(r"\w+\([^()]*\)|\([^()，。；]*,[^()，。；]*\)")
+
+
+@pytest.mark.parametrize("exercise_id", list_exercises())
+def test_every_exercise_follows_the_books_typography(exercise_id):
+    """Full-width （…） around Chinese, (…) around English, no ASCII quotes in prose."""
+    from test_prose_numbers import typography_problems
+
+    ex = get_exercise(exercise_id)
+    texts = [ex.title, ex.prompt, ex.hint, ex.explanation]
+    if ex.kind == "function":
+        texts += [case.label for case in ex.cases()]
+    problems = [p for text in texts for p in typography_problems(CALL_OR_TUPLE.sub(" ", text))]
+    assert not problems, f"{exercise_id}: {problems}"
 
 
 def test_the_forbidden_attention_function_is_caught_in_the_shipped_exercise(capsys):

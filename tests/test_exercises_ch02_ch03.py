@@ -11,17 +11,23 @@ from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_i
 from torch import nn
 
 import lecturekit
-from lecturekit.exercises import list_exercises
+from lecturekit.exercises import get_exercise, list_exercises
 from lecturekit.exercises.ch02_attention import (
+    reference_merge_heads,
     reference_mha_parameters,
     reference_scaled_dot_product,
     reference_sinusoidal_encoding,
+    reference_split_heads,
 )
 from lecturekit.exercises.ch03_encoder import (
+    _pre_ln_layers,
+    reference_key_padding_mask,
     reference_layer_parameters,
     reference_layernorm,
     reference_masked_feature_mean,
+    reference_pre_ln_block,
 )
+from lecturekit.model.masks import padding_mask
 
 
 def n_params(module: nn.Module) -> int:
@@ -65,6 +71,63 @@ def test_masked_feature_mean_equals_mean_of_the_real_tokens():
     mask = torch.arange(4)[None, :] >= torch.tensor(lengths)[:, None]
     real = torch.cat([x[b, :n] for b, n in enumerate(lengths)])  # (8, 2)
     torch.testing.assert_close(reference_masked_feature_mean(x, mask), real.mean(dim=0))
+
+
+def test_split_and_merge_heads_match_multi_head_attention_on_every_hidden_case():
+    for case in get_exercise("attention.split_heads").cases():
+        x, n_heads = case.args
+        mha = lecturekit.MultiHeadAttention(x.shape[-1], n_heads)
+        split = reference_split_heads(x, n_heads)
+        assert torch.equal(split, mha.split_heads(x)), case.label
+        assert torch.equal(reference_merge_heads(split), x), case.label
+    for case in get_exercise("attention.merge_heads").cases():
+        (x,) = case.args
+        mha = lecturekit.MultiHeadAttention(x.shape[1] * x.shape[3], x.shape[1])
+        assert torch.equal(reference_merge_heads(x), mha.merge_heads(x)), case.label
+
+
+def test_split_heads_makes_multi_head_attention_one_batched_matmul():
+    """Per-head attention on column slices equals one batched call on the split tensors."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 12, generator=g, dtype=torch.float64) for _ in range(3))
+    batched = reference_merge_heads(
+        reference_scaled_dot_product(*(reference_split_heads(t, 3) for t in (q, k, v)))
+    )
+    per_head = torch.cat(
+        [
+            reference_scaled_dot_product(*(t[..., 4 * h : 4 * h + 4] for t in (q, k, v)))
+            for h in range(3)
+        ],
+        dim=-1,
+    )
+    torch.testing.assert_close(batched, per_head)
+
+
+def test_key_padding_mask_matches_lecturekit_on_every_hidden_case():
+    for case in get_exercise("encoder.key_padding_mask").cases():
+        assert torch.equal(reference_key_padding_mask(*case.args), padding_mask(*case.args))
+
+
+def test_pre_ln_block_matches_encoder_layer_with_norm_first_on_every_hidden_case():
+    for layer, x, mask, label in _pre_ln_layers():
+        assert layer.norm_first
+        with torch.no_grad():
+            expected = layer(x, src_key_padding_mask=mask)
+
+            def attention(h, layer=layer, mask=mask):
+                return layer.self_attn(h, h, h, key_padding_mask=mask)[0]
+
+            got = reference_pre_ln_block(x, attention, layer.ffn, layer.norm1, layer.norm2)
+        torch.testing.assert_close(got, expected, msg=label)
+        assert not torch.allclose(layer.norm1.weight, layer.norm2.weight)
+
+
+def test_pre_ln_cases_leave_the_global_random_state_alone():
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    get_exercise("encoder.pre_ln_block").cases()
+    assert torch.equal(torch.rand(3), before)
 
 
 # --------------------------------------------------------------------------------------
@@ -281,6 +344,127 @@ def layer_one_norm(d_model, d_ff):
     return layer_formula(d_model, d_ff) - 2 * d_model
 
 
+def split_view_transpose(x, n_heads):
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).transpose(1, 2)
+
+
+def split_permute_contiguous(x, n_heads):
+    return x.unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3).contiguous()
+
+
+def split_without_transpose(x, n_heads):  # right shape, features of different tokens mixed
+    b, t, d = x.shape
+    return x.reshape(b, n_heads, t, d // n_heads)
+
+
+def split_heads_last(x, n_heads):  # head index varies fastest: interleaved features
+    b, t, d = x.shape
+    return x.reshape(b, t, d // n_heads, n_heads).permute(0, 3, 1, 2)
+
+
+def split_keeps_tokens_first(x, n_heads):  # forgets to move the head dimension
+    b, t, d = x.shape
+    return x.reshape(b, t, n_heads, d // n_heads)
+
+
+def merge_transpose_reshape(x):
+    b, h, t, dh = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * dh)
+
+
+def merge_cat_heads(x):
+    return torch.cat(x.unbind(dim=1), dim=-1)
+
+
+def merge_without_transpose(x):  # right shape, outputs of different tokens mixed
+    b, h, t, dh = x.shape
+    return x.reshape(b, t, h * dh)
+
+
+def merge_view_after_transpose(x):  # a view of a non-contiguous tensor: an error
+    b, h, t, dh = x.shape
+    return x.transpose(1, 2).view(b, t, h * dh)
+
+
+def merge_sums_heads(x):  # adds the heads instead of concatenating them
+    return x.sum(dim=1)
+
+
+def kpm_equal(tokens, pad_id):
+    return tokens == pad_id
+
+
+def kpm_eq_method(tokens, pad_id):
+    return tokens.eq(torch.tensor(pad_id))
+
+
+def kpm_keep_convention(tokens, pad_id):  # True = "may attend", the opposite convention
+    return tokens != pad_id
+
+
+def kpm_broadcast_shape(tokens, pad_id):  # already shaped for the scores: (B, 1, 1, S)
+    return (tokens == pad_id)[:, None, None, :]
+
+
+def kpm_as_integers(tokens, pad_id):
+    return (tokens == pad_id).long()
+
+
+def kpm_from_lengths(tokens, pad_id):  # assumes padding only at the end of a sentence
+    lengths = (tokens != pad_id).sum(dim=1, keepdim=True)
+    return torch.arange(tokens.shape[1])[None, :] >= lengths
+
+
+def kpm_pad_id_zero(tokens, pad_id):  # ignores the pad_id argument
+    return tokens == 0
+
+
+def kpm_calls_lecturekit(tokens, pad_id):
+    return padding_mask(tokens, pad_id)
+
+
+def pre_ln_two_lines(x, self_attention, ffn, norm1, norm2):
+    x = x + self_attention(norm1(x))
+    return x + ffn(norm2(x))
+
+
+def pre_ln_named_steps(x, self_attention, ffn, norm1, norm2):
+    h = self_attention(norm1(x))
+    y = x.clone()
+    y += h
+    return y + ffn(norm2(y))
+
+
+def post_ln(x, self_attention, ffn, norm1, norm2):  # the paper's order, not Pre-LN
+    x = norm1(x + self_attention(x))
+    return norm2(x + ffn(x))
+
+
+def pre_ln_normalised_residual(x, self_attention, ffn, norm1, norm2):
+    x = norm1(x)
+    x = x + self_attention(x)
+    x = norm2(x)
+    return x + ffn(x)
+
+
+def pre_ln_without_residual(x, self_attention, ffn, norm1, norm2):
+    return ffn(norm2(self_attention(norm1(x))))
+
+
+def pre_ln_parallel_sublayers(x, self_attention, ffn, norm1, norm2):  # FFN reads the old x
+    return x + self_attention(norm1(x)) + ffn(norm2(x))
+
+
+def pre_ln_one_norm(x, self_attention, ffn, norm1, norm2):
+    x = x + self_attention(norm1(x))
+    return x + ffn(norm1(x))
+
+
+def pre_ln_final_norm(x, self_attention, ffn, norm1, norm2):  # normalises the block output
+    return norm2(pre_ln_two_lines(x, self_attention, ffn, norm1, norm2))
+
+
 SOLUTIONS = {
     "attention.scaled_dot_product": [sdpa_matmul, sdpa_einsum_manual_softmax],
     "attention.sinusoidal_encoding": [pe_vectorised, pe_loops_numpy],
@@ -288,6 +472,10 @@ SOLUTIONS = {
     "encoder.layernorm": [ln_by_hand, ln_var_rsqrt],
     "encoder.masked_feature_mean": [masked_mean_sum, masked_mean_indexing],
     "encoder.layer_parameters": [layer_formula, layer_count_module],
+    "attention.split_heads": [split_view_transpose, split_permute_contiguous],
+    "attention.merge_heads": [merge_transpose_reshape, merge_cat_heads],
+    "encoder.key_padding_mask": [kpm_equal, kpm_eq_method],
+    "encoder.pre_ln_block": [pre_ln_two_lines, pre_ln_named_steps],
 }
 
 MISTAKES = {
@@ -335,6 +523,32 @@ MISTAKES = {
         (layer_weights_only, "期望 3152384"),
         (layer_one_ffn_matrix, "期望 3152384"),
         (layer_one_norm, "期望 3152384"),
+    ],
+    "attention.split_heads": [
+        (split_without_transpose, "数值不对"),
+        (split_heads_last, "数值不对"),
+        (split_keeps_tokens_first, "形状不对"),
+    ],
+    "attention.merge_heads": [
+        (merge_without_transpose, "数值不对"),
+        (merge_view_after_transpose, "出错"),
+        (merge_sums_heads, "形状不对"),
+    ],
+    "encoder.key_padding_mask": [
+        (kpm_keep_convention, "数值不对"),
+        (kpm_broadcast_shape, "形状不对"),
+        (kpm_as_integers, "dtype 不对"),
+        (kpm_from_lengths, "填充在句首"),
+        (kpm_pad_id_zero, "pad_id=3"),
+        (kpm_calls_lecturekit, "不允许用它"),
+    ],
+    "encoder.pre_ln_block": [
+        (post_ln, "数值不对"),
+        (pre_ln_normalised_residual, "数值不对"),
+        (pre_ln_without_residual, "数值不对"),
+        (pre_ln_parallel_sublayers, "数值不对"),
+        (pre_ln_one_norm, "数值不对"),
+        (pre_ln_final_norm, "数值不对"),
     ],
 }
 

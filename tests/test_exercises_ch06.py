@@ -5,11 +5,17 @@ typical mistakes must fail it, for the reason the feedback names."""
 import math
 
 import numpy as np
+import pytest
 import torch
 from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
+from lecturekit.decoding.beam import beam_search, beam_step
 from lecturekit.exercises import get_exercise, list_exercises
-from lecturekit.exercises.ch06_decoding import reference_top_k, reference_top_p
+from lecturekit.exercises.ch06_decoding import (
+    reference_beam_step,
+    reference_top_k,
+    reference_top_p,
+)
 
 INF = float("-inf")
 
@@ -211,11 +217,100 @@ def score_integer_division(log_prob, length, alpha):
     return log_prob / ((5 + length) // 6) ** alpha
 
 
+def test_beam_step_matches_lecturekit_on_every_hidden_case():
+    for case in get_exercise("decoding.beam_step").cases():
+        expected = beam_step(*case.args)
+        for got, want in zip(reference_beam_step(*case.args), expected, strict=True):
+            assert torch.equal(got, want), case.label
+        scores, log_probs = case.args
+        new_scores, beams, tokens = expected
+        rows = torch.arange(scores.shape[0])[:, None]
+        rebuilt = scores[rows, beams] + log_probs[rows, beams, tokens]
+        assert torch.equal(rebuilt, new_scores)  # each candidate is the prefix plus its token
+
+
+def test_beam_step_breaks_ties_by_lower_beam_then_token_and_checks_its_arguments():
+    scores = torch.tensor([[0.0, 0.0]], dtype=torch.float64)
+    log_probs = torch.full((1, 2, 3), -1.0, dtype=torch.float64)
+    _, beams, tokens = beam_step(scores, log_probs, 4)
+    assert beams.tolist() == [[0, 0, 0, 1]] and tokens.tolist() == [[0, 1, 2, 0]]
+    with pytest.raises(ValueError, match=r"scores \(B, k\)"):
+        beam_step(scores[:, :1], log_probs)
+    with pytest.raises(ValueError, match="n"):
+        beam_step(scores, log_probs, 7)
+
+
+def test_beam_search_with_beam_one_is_greedy_after_the_refactor(tiny_model):
+    """beam_search runs on beam_step: beam size 1 still equals greedy search."""
+    from lecturekit import greedy
+
+    src = torch.tensor([[3, 4, 5, 6], [7, 8, 9, 2]])
+    beam = beam_search(tiny_model, src, beam_size=1, max_len=6)
+    assert torch.equal(
+        beam.tokens, greedy(tiny_model, src, max_len=6).tokens[:, : beam.tokens.shape[1]]
+    )
+
+
+def beam_flat_topk(scores, log_probs):
+    b, k, v = log_probs.shape
+    top, flat = (scores.unsqueeze(-1) + log_probs).flatten(1).topk(k)
+    return top, torch.div(flat, v, rounding_mode="floor"), flat.remainder(v)
+
+
+def beam_sorted_loop(scores, log_probs):
+    b, k, v = log_probs.shape
+    out = ([], [], [])
+    for row in range(b):
+        cand = sorted(
+            (
+                (float(scores[row, j] + log_probs[row, j, t]), j, t)
+                for j in range(k)
+                for t in range(v)
+            ),
+            key=lambda c: -c[0],
+        )[:k]
+        for part, values in zip(out, zip(*cand, strict=True), strict=True):
+            part.append(list(values))
+    return (torch.tensor(out[0], dtype=torch.float64), torch.tensor(out[1]), torch.tensor(out[2]))
+
+
+def beam_forgets_prefix(scores, log_probs):  # ranks by the new token's log-prob only
+    b, k, v = log_probs.shape
+    top, flat = log_probs.reshape(b, k * v).topk(k)
+    rows = torch.arange(b)[:, None]
+    return scores[rows, flat // v] + top, flat // v, flat % v
+
+
+def beam_best_token_per_beam(scores, log_probs):  # k candidates per beam, not per sentence
+    top, tokens = log_probs.max(dim=-1)
+    total = scores + top
+    order = total.argsort(dim=-1, descending=True)
+    return total.gather(1, order), order, tokens.gather(1, order)
+
+
+def beam_index_modulo_k(scores, log_probs):  # recovers the beam with % k instead of // V
+    b, k, v = log_probs.shape
+    top, flat = (scores[:, :, None] + log_probs).reshape(b, k * v).topk(k)
+    return top, flat % k, flat % v
+
+
+def beam_flattens_token_major(scores, log_probs):  # transposes, then divides as if beam-major
+    b, k, v = log_probs.shape
+    top, flat = (scores[:, :, None] + log_probs).transpose(1, 2).reshape(b, k * v).topk(k)
+    return top, flat // v, flat % v
+
+
+def beam_float_indices(scores, log_probs):
+    new_scores, beams, tokens = reference_beam_step(scores, log_probs)
+    return new_scores, beams.double(), tokens
+
+
 SOLUTIONS = {
     "decoding.top_k_filter": [top_k_threshold, top_k_sorted_rows],
     "decoding.top_p_filter": [top_p_sorted_threshold, top_p_pairwise],
     "decoding.sequence_accuracy": [accuracy_power, accuracy_float32_tensor, accuracy_numpy_product],
     "decoding.length_penalised_score": [score_formula, score_numpy_float32],
+    "decoding.beam_step": [beam_flat_topk, beam_sorted_loop],
 }
 
 MISTAKES = {
@@ -248,6 +343,13 @@ MISTAKES = {
         (score_multiplied, "期望"),
         (score_without_power, "期望"),
         (score_integer_division, "期望"),
+    ],
+    "decoding.beam_step": [
+        (beam_forgets_prefix, "数值不对"),
+        (beam_best_token_per_beam, "数值不对"),
+        (beam_index_modulo_k, "数值不对"),
+        (beam_flattens_token_major, "数值不对"),
+        (beam_float_indices, "dtype 不对"),
     ],
 }
 

@@ -2,14 +2,16 @@
 references, then students' answers: correct solutions written in different styles must pass
 the checker and typical mistakes must fail it, for the reason the feedback names."""
 
+import importlib.util
 import math
 from collections import Counter
 
 import numpy as np
+import pytest
 import torch
 from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
-from lecturekit.exercises import list_exercises
+from lecturekit.exercises import check, get_exercise, list_exercises, show, solution
 from lecturekit.exercises.ch07_kernels import reference_merge_softmax_state
 from lecturekit.exercises.ch08_appendix import reference_max_path_length
 
@@ -266,6 +268,75 @@ MISTAKES = {
 
 
 def test_every_exercise_of_chapters_7_and_8_has_solutions_and_mistakes():
-    ids = list_exercises(chapter=7) + list_exercises(chapter=8)
+    """Kernel answers (a ``launch``) are tested in tests/kernels/test_exercise_kernels.py."""
+    ids = [
+        i
+        for i in list_exercises(chapter=7) + list_exercises(chapter=8)
+        if get_exercise(i).launch is None
+    ]
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids)
     assert all(len(SOLUTIONS[i]) >= 2 and len(MISTAKES[i]) >= 3 for i in ids)
+
+
+# --------------------------------------------------------------------------------------
+# kernels.row_sum_kernel where the kernel cannot run: a clear message, never a traceback
+# (the kernels themselves are checked under the interpreter in tests/kernels)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU")
+def test_a_kernel_compiled_for_the_gpu_on_a_cpu_says_how_to_enable_the_interpreter(
+    monkeypatch, capsys
+):
+    import triton
+    import triton.language as tl
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # Triton reads it at @triton.jit
+
+    @triton.jit
+    def compiled(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):
+        tl.store(OUT + tl.program_id(0), 0.0)
+
+    assert type(compiled).__name__ == "JITFunction"
+    assert check("kernels.row_sum_kernel", compiled) is False
+    out = capsys.readouterr().out
+    assert (
+        "没有 CUDA GPU" in out and "TRITON_INTERPRET" in out and "重新运行定义核函数的单元格" in out
+    )
+    assert "Traceback" not in out and "💡" not in out
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # set too late: the kernel is compiled already
+    assert check("kernels.row_sum_kernel", compiled) is False
+    assert "在设置它之前定义的" in capsys.readouterr().out
+
+
+def test_a_kernel_check_without_triton_or_without_a_kernel_says_why(monkeypatch, capsys):
+    def not_a_kernel(X, OUT, n_cols, stride_row, BLOCK):
+        return None
+
+    assert check("kernels.row_sum_kernel", not_a_kernel) is False
+    assert "@triton.jit" in capsys.readouterr().out
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "triton" else find_spec(name, *a),
+    )
+    assert check("kernels.row_sum_kernel", not_a_kernel) is False
+    out = capsys.readouterr().out
+    assert "没有安装 triton" in out and "lecturekit[gpu]" in out and "Traceback" not in out
+
+
+def test_the_kernel_task_asks_for_a_kernel(capsys):
+    show("kernels.row_sum_kernel")
+    out = capsys.readouterr().out
+    assert "要求：写一个核函数。" in out and "检查器读回的结果：形状 (行数,)" in out
+    assert "row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr)" in out
+
+
+def test_the_kernel_solution_is_printed_from_its_source_file(capsys):
+    solution("kernels.row_sum_kernel")
+    out = capsys.readouterr().out
+    assert (
+        "@triton.jit\ndef row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):" in out
+    )
+    assert "mask=cols < n_cols" in out and "tl.sum(acc, axis=0)" in out

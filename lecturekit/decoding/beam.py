@@ -19,7 +19,7 @@ from lecturekit._common import check_bool, check_int, check_number, eval_mode
 from lecturekit.decoding.protocol import as_decoder
 from lecturekit.decoding.search import Decoded, forbid_specials, start
 
-__all__ = ["Hypothesis", "beam_search", "exhaustive_search", "length_penalty"]
+__all__ = ["Hypothesis", "beam_search", "beam_step", "exhaustive_search", "length_penalty"]
 
 # ((5 + T) / 6) ** 10 stays far inside the float range for any length; GNMT uses 0.6-1
 MAX_LENGTH_PENALTY = 10.0
@@ -67,6 +67,43 @@ def _result(ranked: list[list[Hypothesis]], pad_id: int, device: Any) -> Decoded
     return Decoded(tokens=tokens, scores=scores, hypotheses=ranked)
 
 
+def beam_step(
+    scores: Tensor, log_probs: Tensor, n: int | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of beam search: the ``n`` best one-token extensions of ``k`` beams (p53).
+
+    A candidate is a beam's prefix extended by one token; its score is the prefix's
+    log-probability plus the token's. All ``k * V`` candidates of a source compete together
+    (not ``n`` per beam). Ties are broken by the lower (beam, token) index, as ``argmax`` in
+    greedy search.
+
+    Args:
+        scores: ``(B, k)`` log-probability of each beam's prefix; ``-inf`` marks an empty slot
+            (at the first step only beam 0 is alive).
+        log_probs: ``(B, k, V)`` next-token log-probabilities after each beam.
+        n: how many candidates to keep, ``1 <= n <= k * V``; default ``k``.
+
+    Returns:
+        ``(top_scores (B, n), beams (B, n), tokens (B, n))``, best first: the candidates'
+        scores, the beam each extends (int64 in ``[0, k)``) and its new token (int64).
+    """
+    if not isinstance(scores, Tensor) or not isinstance(log_probs, Tensor):
+        raise TypeError("scores and log_probs must be torch.Tensor")
+    if log_probs.dim() != 3 or tuple(scores.shape) != tuple(log_probs.shape[:2]):
+        raise ValueError(
+            f"log_probs must be (B, k, V) and scores (B, k), got log_probs "
+            f"{tuple(log_probs.shape)} and scores {tuple(scores.shape)}"
+        )
+    batch, k, vocab = log_probs.shape
+    n = k if n is None else n
+    check_int("n", n, 1, k * vocab)
+    candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, k*V)
+    # a stable sort breaks ties by lower (beam, token) index
+    top_scores, flat = torch.sort(candidates, dim=-1, descending=True, stable=True)
+    top_scores, flat = top_scores[:, :n], flat[:, :n]  # (B, n)
+    return top_scores, flat // vocab, flat % vocab
+
+
 @dataclass
 class _Beams:
     """The open prefixes of every source: ``scores (B, k)``, ``prefixes[b][j]``."""
@@ -88,11 +125,10 @@ def _advance(
     become finished hypotheses instead.
     """
     batch, k, vocab = log_probs.shape
-    cand = (beams.scores[:, :, None] + log_probs).view(batch, k * vocab)
-    n_cand = min(2 * k, k * vocab)
-    # a stable sort breaks ties by lower (beam, token) index, as argmax does in greedy
-    top_scores, top_index = torch.sort(cand, dim=-1, descending=True, stable=True)
-    top_scores, top_index = top_scores[:, :n_cand].tolist(), top_index[:, :n_cand].tolist()
+    # 2k candidates: up to k of them may end in EOS and leave the beam
+    top_scores, top_beams, top_tokens = beam_step(beams.scores, log_probs, min(2 * k, k * vocab))
+    top_index = (top_beams * vocab + top_tokens).tolist()
+    top_scores = top_scores.tolist()
     new_scores = torch.full_like(beams.scores, -math.inf)
     new_rows = torch.zeros(batch, k, dtype=torch.long)
     new_tokens = torch.full((batch, k), pad_id, dtype=torch.long)

@@ -18,7 +18,8 @@ A chapter registers its exercises in ``lecturekit/exercises/chNN_<topic>.py``::
 
 Those modules are found with ``pkgutil`` on first use, so adding a file needs no other edit.
 In a notebook the student calls ``show(id)`` to read the task, ``check(id, answer)`` to check
-an answer and, when stuck, ``solution(id)`` to read the reference solution. ``answer`` is a
+an answer, ``hint(id)`` to ask for the idea and, when stuck, ``solution(id)`` to read the
+reference solution. ``show`` prints neither the hint nor the explanation. ``answer`` is a
 function (``kind="function"``: it is called on every hidden case and its result compared with
 the reference's, see ``specs``) or a value (``kind="value"``).
 
@@ -26,18 +27,27 @@ the reference's, see ``specs``) or a value (``kind="value"``).
 reported, never raised: an exception, ``sys.exit()``, an endless loop (a time limit per case,
 see ``running``), a result of the wrong type, shape or dtype, an edit of its own inputs, or a
 call of a function the task forbids. The hint (the idea, never the formula) is printed after a
-wrong result; a type problem gets the required return type instead, since the formula may be
-right.
+wrong result, or by ``hint(id)`` on request; a type problem gets the required return type
+instead, since the formula may be right.
+
+An answer that is not a plain function, such as a Triton kernel, is turned into one by the
+exercise's ``launch`` (which raises ``CannotRun`` with a Chinese message when it cannot run
+here, e.g. without triton); the solution ``solution`` prints is then ``model_answer``, a dotted
+name read from its source file without importing it.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lecturekit._lazy import attach
@@ -46,9 +56,11 @@ from lecturekit.exercises.specs import Spec, short
 
 __all__ = [
     "Case",
+    "CannotRun",
     "Exercise",
     "register",
     "check",
+    "hint",
     "show",
     "solution",
     "list_exercises",
@@ -60,6 +72,11 @@ __getattr__, __dir__ = attach(__name__, names=False)
 
 # seconds one hidden case may run; the reference solutions need milliseconds
 TIME_LIMIT_S = 10.0
+
+
+class CannotRun(Exception):
+    """Raised by an exercise's ``launch`` when the answer cannot run here; the message (Chinese)
+    says why and what to do, and ``check`` prints it instead of a traceback."""
 
 
 @dataclass
@@ -88,6 +105,10 @@ class Exercise:
     - ``reference``: the solution, a function or a value.
     - ``forbidden``: dotted names of functions the answer must not call, e.g.
       ``"torch.nn.functional.scaled_dot_product_attention"``.
+    - ``launch``: for an answer that is not called directly (a Triton kernel): takes the
+      answer and returns the function run on each case, or raises ``CannotRun``.
+    - ``model_answer``: dotted name of the solution ``solution`` prints when it is not
+      ``reference`` (a Triton kernel, whose module imports triton).
     """
 
     id: str
@@ -101,6 +122,8 @@ class Exercise:
     returns: Spec
     cases: Callable[[], Sequence[Case]] | None = None
     forbidden: tuple[str, ...] = ()
+    launch: Callable[[Any], Callable[..., Any]] | None = None
+    model_answer: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", self.id):
@@ -128,6 +151,10 @@ class Exercise:
                 raise TypeError(f"reference of function exercise {self.id!r} must be callable")
             if not callable(self.cases):
                 raise TypeError(f"cases of function exercise {self.id!r} must be a callable")
+        if self.launch is not None and not callable(self.launch):
+            raise TypeError(f"launch of {self.id!r} must be callable or None")
+        if not isinstance(self.model_answer, str):
+            raise TypeError(f"model_answer of {self.id!r} must be a dotted name (str)")
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -184,15 +211,26 @@ def show(exercise_id: str) -> None:
     """Print the task of exercise ``exercise_id``: what to compute, what to return, edge cases."""
     ex = get_exercise(exercise_id)
     what = "写一个函数" if ex.kind == "function" else "给出一个值"
+    result = "返回" if ex.kind == "function" else "答案的形式"
+    if ex.launch is not None:  # a kernel writes its result; the checker reads it back
+        what, result = "写一个核函数", "检查器读回的结果"
     print(f"练习 {ex.id}（第 {ex.chapter} 章）：{ex.title}")
     print(f"要求：{what}。")
     print(ex.prompt)
-    print(f"{'返回' if ex.kind == 'function' else '答案的形式'}：{ex.returns.describe()}。")
+    print(f"{result}：{ex.returns.describe()}。")
     if ex.forbidden:
         print(f"不能调用：{'、'.join(ex.forbidden)}。")
     if ex.kind == "function":
         print(f"函数不能修改传入的参数；每个测试最多运行 {TIME_LIMIT_S:g} 秒。")
     print(f'完成后运行 check("{ex.id}", 你的答案) 检查。')
+
+
+def hint(exercise_id: str) -> None:
+    """Print the hint of exercise ``exercise_id``: the idea, never the formula (on request;
+    ``check`` prints it after a wrong answer)."""
+    ex = get_exercise(exercise_id)
+    print(f"💡 练习 {ex.id} 的提示：{ex.hint}")
+    print(f'   仍然卡住？运行 solution("{ex.id}") 看参考解答。')
 
 
 def solution(exercise_id: str) -> None:
@@ -203,10 +241,31 @@ def solution(exercise_id: str) -> None:
     if ex.kind == "value":
         print(f"答案：{ex.reference!r}")
         return
+    if ex.model_answer:
+        print(_source_of(ex.model_answer))
+        return
     try:
         print(inspect.getsource(ex.reference).rstrip())
     except (OSError, TypeError):  # source not available (e.g. a frozen install)
         print(f"（参考函数 {ex.reference.__qualname__} 的源代码不可用）")
+
+
+def _source_of(dotted: str) -> str:
+    """Source of the function ``dotted`` (decorators included), read from its module's file
+    without importing the module (a Triton kernel's module imports triton)."""
+    module, _, name = dotted.rpartition(".")
+    spec = importlib.util.find_spec(module)
+    path = spec.origin if spec is not None else None
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else ""
+    except OSError:
+        text = ""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            lines = text.splitlines()[first - 1 : node.end_lineno]
+            return textwrap.dedent("\n".join(lines)).rstrip()
+    return f"（参考解答 {dotted} 的源代码不可用）"
 
 
 def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) -> bool:
@@ -222,6 +281,11 @@ def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) ->
         return _fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
     if ex.kind == "value":
         return _check_value(ex, answer)
+    if ex.launch is not None:
+        try:
+            answer = ex.launch(answer)
+        except CannotRun as reason:
+            return _fail(ex, str(reason))
     return _check_function(ex, answer, time_limit)
 
 
@@ -295,7 +359,7 @@ def _check_case(
 
 def _describe_error(label: str, error: BaseException | None, inputs: str) -> tuple[str, str | None]:
     if isinstance(error, NotImplementedError):
-        return f"尚未完成：{label}时函数抛出了 NotImplementedError。", None
+        return f"尚未完成：{error or f'{label}时函数抛出了 NotImplementedError。'}", None
     if isinstance(error, SystemExit):
         return (
             f"{label}时你的函数调用了 sys.exit()（或 exit()、quit()），这会结束整个程序，"

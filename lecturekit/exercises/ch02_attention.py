@@ -1,5 +1,5 @@
 """Chapter 2 (attention) exercises: scaled dot-product attention, the sinusoidal positional
-encoding, and the parameter count of multi-head attention."""
+encoding, the parameter count of multi-head attention, and splitting/merging heads."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _sdpa_cases() -> list[Case]:
     k = torch.randn(2, 3, 7, 8, generator=g)
     v = torch.randn(2, 3, 7, 4, generator=g)
     cases = [
-        Case(args=(x, x, x), label="4 个 token 的手算例子，Q = K = V = X"),
+        Case(args=(x, x, x), label="4 个符号的手算例子，Q = K = V = X"),
         Case(args=(q, k, v), label="批量、多头，Tq = 5, Tk = 7, d_k = 8, d_v = 4"),
         Case(args=(3 * q[0, 0], 3 * k[0, 0], v[0, 0]), label="没有批维度，分数较大"),
         Case(args=(q[:, :, :1], k[:, :, :1], v[:, :, :1]), label="Tq = Tk = 1"),
@@ -52,15 +52,15 @@ register(
         chapter=2,
         title="实现缩放点积注意力 (scaled dot-product attention)",
         prompt=(
-            "写函数 attention(q, k, v)，返回 softmax(Q K^T / sqrt(d_k)) V。\n"
+            "写函数 attention(q, k, v)，返回缩放点积注意力的输出（论文 3.2.1 节的式 (1)）。\n"
             "q 的形状是 (..., Tq, d_k)，k 是 (..., Tk, d_k)，v 是 (..., Tk, d_v)：前面的维度（批、头）"
             "可以有任意多个，也可以没有；Tq 与 Tk、d_k 与 d_v 可以不同，也可以是 1。\n"
             "输入都是 float32，只用 torch 的基本运算（矩阵乘法、softmax 等）。"
         ),
         hint=(
-            "分数是每个 query 与每个 key 的点积，只交换 key 的最后两个维度，批和头的维度不动；"
-            "缩放用的是 d_k 的平方根；softmax 要让每个 query 对所有 key 的权重之和为 1；"
-            "最后用这些权重对 value 加权求和。"
+            "先想清楚每一步结果的形状：每个查询对每个键有一个分数，批和头的维度原样保留，"
+            "所以转置只能动最后两维。缩放因子随 d_k 变大而变大（本章算过点积的方差）；"
+            "softmax 沿哪一维做，决定了“谁的权重之和是 1”。"
         ),
         explanation=(
             "scores = q @ k.transpose(-2, -1) / sqrt(d_k)，形状 (..., Tq, Tk)；"
@@ -110,9 +110,10 @@ register(
         chapter=2,
         title="实现正弦位置编码 (sinusoidal positional encoding)",
         prompt=(
-            "写函数 sinusoidal_encoding(length, d_model)：\n"
-            "PE[pos, 2i] = sin(pos / 10000^(2i/d_model))，PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model))，\n"
-            "pos = 0, 1, ..., length - 1，i = 0, 1, ..., d_model/2 - 1。length >= 1，d_model 是正偶数。"
+            "写函数 sinusoidal_encoding(length, d_model)，返回论文 3.5 节的正弦位置编码表：\n"
+            "第 pos 行是位置 pos 的 d_model 维编码，pos = 0, 1, ..., length - 1；"
+            "列的排列与论文的公式相同（第 2i 列用 sin，第 2i+1 列用 cos）。"
+            "length >= 1，d_model 是正偶数。"
         ),
         hint=(
             "每一对相邻的列（偶数列和它右边的奇数列）用同一个角度，一个取 sin、一个取 cos；"
@@ -174,5 +175,124 @@ register(
         returns=Integer(),
         cases=_mha_cases,
         reference=reference_mha_parameters,
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# attention.split_heads and attention.merge_heads: multi-head attention as one batched matmul
+# --------------------------------------------------------------------------------------
+
+
+def reference_split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``(B, T, D)`` -> ``(B, H, T, D/H)``: head ``h`` holds features ``h*Dh:(h+1)*Dh``, the
+    layout of ``MultiHeadAttention.split_heads`` (and ``nn.MultiheadAttention``)."""
+    batch, length, d_model = x.shape
+    return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(1, 2)
+
+
+def reference_merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``(B, H, T, Dh)`` -> ``(B, T, H*Dh)``: the inverse of ``split_heads`` (heads side by side)."""
+    batch, n_heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, n_heads * head_dim)
+
+
+def _split_cases() -> list[Case]:
+    numbered = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # easy to read
+    g = torch.Generator().manual_seed(21)
+    cases = [
+        Case(args=(numbered, 2), label="B=2, T=3, D=4, 2 个头（元素是 0, 1, 2, …）"),
+        Case(args=(numbered, 1), label="1 个头"),
+        Case(args=(numbered, 4), label="每个头只有 1 维"),
+        Case(args=(torch.randn(1, 1, 6, generator=g), 3), label="T = 1"),
+    ]
+    rng = random.Random(22)
+    for _ in range(3):
+        b, t, h, dh = rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 4), rng.randint(1, 5)
+        cases.append(
+            Case(
+                args=(torch.randn(b, t, h * dh, generator=g), h),
+                label=f"随机输入 (B, T, D) = {(b, t, h * dh)}，{h} 个头",
+            )
+        )
+    return cases
+
+
+def _merge_cases() -> list[Case]:
+    numbered = torch.arange(2 * 2 * 3 * 2, dtype=torch.float32).reshape(2, 2, 3, 2)
+    g = torch.Generator().manual_seed(23)
+    cases = [
+        Case(args=(numbered,), label="B=2, H=2, T=3, Dh=2（元素是 0, 1, 2, …）"),
+        Case(args=(numbered[:, :1],), label="1 个头"),
+        Case(args=(torch.randn(1, 3, 1, 2, generator=g),), label="T = 1"),
+    ]
+    rng = random.Random(24)
+    for _ in range(3):
+        shape = (rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 6), rng.randint(1, 5))
+        cases.append(
+            Case(args=(torch.randn(shape, generator=g),), label=f"随机输入 (B, H, T, Dh) = {shape}")
+        )
+    return cases
+
+
+_HEAD_FUNCTIONS = (
+    "lecturekit.model.attention.MultiHeadAttention.split_heads",
+    "lecturekit.model.attention.MultiHeadAttention.merge_heads",
+)
+
+register(
+    Exercise(
+        id="attention.split_heads",
+        chapter=2,
+        title="把 d_model 维切成 h 个头 (split heads)",
+        prompt=(
+            "写函数 split_heads(x, n_heads)：x 是 Q（或 K、V）投影后的结果，形状 (B, T, D)，float32。"
+            "把每个符号的 D 维切成 n_heads 段，每段 Dh = D / n_heads 维，第 h 段（特征 h·Dh 到 "
+            "(h+1)·Dh - 1）属于第 h 个头；返回形状 (B, H, T, Dh) 的张量，out[b, h, t] 是第 b 句第 t 个"
+            "符号在第 h 个头里的向量。这样 h 个头的注意力就是一次批量矩阵乘法。\n"
+            "D 能被 n_heads 整除；n_heads 可以是 1，也可以等于 D；T 可以是 1。"
+        ),
+        hint=(
+            "分两步想：先在符号自己的特征维里切段（这一步不改变元素的内存顺序），"
+            "再把“头”这一维挪到“位置”这一维前面。只改形状、不挪维度，得到的形状可能碰巧对，"
+            "但每个头里装的已经不是同一个符号的特征了。"
+        ),
+        explanation=(
+            "x.reshape(B, T, H, Dh) 把最后一维切成 H 段，形状 (B, T, H, Dh)；"
+            ".transpose(1, 2) 交换 T 和 H，得到 (B, H, T, Dh)。直接 reshape(B, H, T, Dh) 是错的："
+            "它把不同符号的特征混进同一个头。"
+        ),
+        kind="function",
+        returns=Array("float32", "(B, H, T, Dh)"),
+        cases=_split_cases,
+        reference=reference_split_heads,
+        forbidden=_HEAD_FUNCTIONS,
+    )
+)
+
+register(
+    Exercise(
+        id="attention.merge_heads",
+        chapter=2,
+        title="把 h 个头的输出拼回 d_model 维 (merge heads)",
+        prompt=(
+            "写函数 merge_heads(x)：x 是 h 个头各自的注意力输出，形状 (B, H, T, Dh)，float32。"
+            "返回形状 (B, T, H·Dh) 的张量：每个符号的向量是它在第 0, 1, …, H-1 个头里的输出"
+            "依次拼接，正好是 split_heads 的逆运算；之后再乘输出投影 W_O。\n"
+            "H 可以是 1，T 可以是 1。"
+        ),
+        hint=(
+            "先让同一个符号的各个头挨在一起（哪两个维度该换位置？），再把最后两维并成一维。"
+            "只改形状、不挪维度，形状会对，数值却会把不同符号的输出拼在一起。"
+            "换过维度的张量在内存里不再连续，有的改形状的办法会因此报错。"
+        ),
+        explanation=(
+            "x.transpose(1, 2) 得到 (B, T, H, Dh)，再 .reshape(B, T, H * Dh)（transpose 之后"
+            "内存不连续，view 会报错，reshape 或 .contiguous().view 可以）。"
+        ),
+        kind="function",
+        returns=Array("float32", "(B, T, H·Dh)"),
+        cases=_merge_cases,
+        reference=reference_merge_heads,
+        forbidden=_HEAD_FUNCTIONS,
     )
 )

@@ -36,7 +36,7 @@ register(
         prompt=(
             "写函数 causal_mask(T)：第 i 行第 j 列为 True 表示 query i 不允许看 key j"
             "（torch.nn.Transformer 的约定）。\n"
-            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ...（p30–p31）。\n"
+            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ... (p30–p31)。\n"
             "T >= 1；T = 1 时只有一个位置，它可以看自己。"
         ),
         hint=(
@@ -44,7 +44,7 @@ register(
             "画出 3×3 的表格，看看 True 组成什么形状。"
         ),
         explanation=(
-            "要遮的是对角线以上的部分（j > i），对角线本身保留："
+            "要遮的是对角线以上的部分 (j > i)，对角线本身保留："
             "torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)，"
             "或者 torch.arange(T)[None, :] > torch.arange(T)[:, None]。"
         ),
@@ -98,9 +98,9 @@ register(
         chapter=4,
         title="因果掩码与填充掩码合并",
         prompt=(
-            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的 token id，形状 (B, T)（int64）。\n"
+            "写函数 self_attention_mask(tgt, pad_id)：tgt 是解码器输入的符号编号，形状 (B, T) (int64)。\n"
             "结果的第 b 句第 i 行第 j 列为 True 表示 query i 不能看 key j：要么 j 在未来"
-            "（j > i，因果掩码），要么第 j 个 token 等于 pad_id（填充掩码）。\n"
+            "（j > i，因果掩码），要么第 j 个符号等于 pad_id（填充掩码）。\n"
             "填充可以出现在任何位置（不只在句末），一句也可以整句都是填充；pad_id 可以是任意整数"
             "（例如 -100）。填充位置作为 query 的那一行同样按上面的规则计算。"
         ),

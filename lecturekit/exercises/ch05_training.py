@@ -66,9 +66,9 @@ register(
         chapter=5,
         title="教师强制 (teacher forcing)：解码器输入与标签错开一位",
         prompt=(
-            "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T)（int64），每行是一个目标句的\n"
-            "token id（不含 <bos>/<eos>），句子靠左，右侧用 pad_id 补齐（句子中间没有 pad_id）。\n"
-            "decoder_input = <bos> y1 ... yn 再补 pad；labels = y1 ... yn <eos> 再补 pad（p45–p46）。\n"
+            "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T) (int64)，每行是一个目标句的\n"
+            "符号编号（不含 <bos>/<eos>），句子靠左，右侧用 pad_id 补齐（句子中间没有 pad_id）。\n"
+            "decoder_input = <bos> y1 ... yn 再补 pad；labels = y1 ... yn <eos> 再补 pad (p45–p46)。\n"
             "没有填充的行，<eos> 落在新加的最后一列；整行都是填充的行（空句子），"
             "decoder_input 只有 <bos>，labels 只有 <eos>，其余都是 pad。"
         ),
@@ -142,25 +142,26 @@ register(
     Exercise(
         id="training.masked_cross_entropy",
         chapter=5,
-        title="忽略填充的逐 token 交叉熵",
+        title="忽略填充的逐符号交叉熵",
         prompt=(
-            "写函数 masked_cross_entropy(logits, labels, pad_id)：logits 形状 (B, T, V)（float32），"
-            "labels 形状 (B, T)（int64）。\n"
-            "对每个 labels 不等于 pad_id 的位置算 -ln softmax(logits)[label]，再对这些位置取平均；"
+            "写函数 masked_cross_entropy(logits, labels, pad_id)：logits 形状 (B, T, V) (float32)，"
+            "labels 形状 (B, T) (int64)。\n"
+            "对每个 labels 不等于 pad_id 的位置算交叉熵（正确答案那个符号的负对数概率），"
+            "再对这些位置取平均；"
             "填充位置既不贡献损失，也不计入分母。\n"
             "pad_id 可以是词表里的 id（如 0），也可以在词表之外（如 -100，PyTorch 的惯例，"
-            "这时填充位置的 label 不是合法下标）。整批都是填充（没有真实 token）时返回 0。"
+            "这时填充位置的 label 不是合法下标）。整批都是填充（没有真实符号）时返回 0。"
         ),
         hint=(
-            "先得到每个位置上金标词的对数概率，再只对真实 token 求平均：分子、分母都只算它们。"
-            "填充位置的 label 可能不能当下标用，取值前先处理；没有真实 token 时要避免 0/0。"
+            "先得到每个位置上正确答案那个符号的对数概率，再只对真实符号求平均：分子、分母都只算它们。"
+            "填充位置的 label 可能不能当下标用，取值前先处理；没有真实符号时要避免 0/0。"
         ),
         explanation=(
             "log_probs = torch.log_softmax(logits, -1)；keep = labels != pad_id；"
             "nll = -log_probs.gather(-1, labels.where(keep, 0).unsqueeze(-1)).squeeze(-1)；"
             "loss = (nll * keep).sum() / keep.sum().clamp(min=1)。也可以用 "
             "F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id, reduction='sum') "
-            "再除以 max(真实 token 数, 1)。"
+            "再除以 max(真实符号数, 1)。"
         ),
         kind="function",
         returns=Real(),
@@ -207,8 +208,8 @@ register(
         chapter=5,
         title="论文的学习率调度：预热 (warmup) 后按 1/√step 衰减",
         prompt=(
-            "写函数 noam_lr(step, d_model, warmup_steps)，返回论文 5.3 节的学习率：\n"
-            "lrate = d_model^(-0.5) · min(step^(-0.5), step · warmup_steps^(-1.5))。\n"
+            "写函数 noam_lr(step, d_model, warmup_steps)，返回论文 5.3 节式 (3) 的学习率 lrate"
+            "（本章“论文的公式”一节），warmup_steps 是公式里的 warmup。\n"
             "三个参数都是正整数，step 从 1 开始；测试包括 step = 1、step = warmup_steps 和 warmup_steps = 1。"
         ),
         hint=(

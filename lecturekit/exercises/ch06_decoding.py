@@ -1,4 +1,5 @@
-"""Chapter 6 exercises: decoding strategies and the arithmetic of exposure bias (p47-p57)."""
+"""Chapter 6 exercises: decoding strategies, one step of beam search and the arithmetic of
+exposure bias (p47-p57)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 import torch
 
 from lecturekit.exercises import Case, Exercise, register
-from lecturekit.exercises.specs import Array, Real
+from lecturekit.exercises.specs import Array, Items, Real
 
 # --------------------------------------------------------------------------------------
 # top-k
@@ -27,7 +28,7 @@ def _top_k_cases() -> list[Case]:
     g = torch.Generator().manual_seed(6)
     cases = [
         Case(args=(torch.tensor([[3.0, 1.0, 2.0, 0.5]]), 2), label="一行，k = 2"),
-        Case(args=(torch.randn(3, 10, generator=g), 3), label="三行 (每行各自取前 k 个)"),
+        Case(args=(torch.randn(3, 10, generator=g), 3), label="三行（每行各自取前 k 个）"),
         Case(args=(torch.tensor([[0.1, 0.2, -1.0]]), 1), label="k = 1 等于贪心"),
         Case(args=(torch.randn(2, 5, generator=g) * 4, 5), label="k = V 时什么都不去掉"),
         Case(args=(torch.randn(2, 5, generator=g), 9), label="k > V 时什么都不去掉"),
@@ -50,7 +51,7 @@ register(
         chapter=6,
         title="top-k 过滤",
         prompt=(
-            "实现 top_k_filter(logits, k)：logits 形状为 (N, V)（float32）。对每一行只保留最大的 k 个 "
+            "实现 top_k_filter(logits, k)：logits 形状为 (N, V) (float32)。对每一行只保留最大的 k 个 "
             "logit，其余位置设为 float('-inf')，保留下来的值不变；返回一个新的张量。\n"
             "并列：与这一行第 k 大的值相等的 logit 都保留（所以并列时可能多于 k 个）。"
             "k >= 1；k >= V 时什么都不去掉。"
@@ -130,7 +131,7 @@ register(
         chapter=6,
         title="核采样的 top-p 过滤",
         prompt=(
-            "实现 top_p_filter(logits, p)：logits 形状为 (N, V)（float32）。对每一行，一个词保留，"
+            "实现 top_p_filter(logits, p)：logits 形状为 (N, V) (float32)。对每一行，一个词保留，"
             "当且仅当概率 softmax(logits) 严格大于它的那些词的概率之和小于 p——也就是按概率从大到小"
             "累加、刚好达到 p 的最小集合（让累计概率越过 p 的那个词也保留）。其余位置设为 "
             "float('-inf')，保留的值不变，顺序与输入相同；返回一个新的张量。\n"
@@ -235,8 +236,8 @@ register(
         chapter=6,
         title="带长度惩罚的束搜索得分",
         prompt=(
-            "实现 length_penalised_score(log_prob, length, alpha)：返回 GNMT 的束搜索得分 "
-            "log_prob / lp(length)，其中 lp(L) = ((5 + L) / 6) ** alpha。\n"
+            "实现 length_penalised_score(log_prob, length, alpha)：返回本章介绍的 GNMT 束搜索得分，"
+            "即对数概率 log_prob 除以长度为 length 时的长度惩罚 lp(length)（指数为 alpha）。\n"
             "log_prob <= 0（可以是 0），length >= 1 是整数，alpha >= 0；alpha = 0 时不惩罚。"
         ),
         hint=(
@@ -248,5 +249,98 @@ register(
         returns=Real(),
         cases=_penalty_cases,
         reference=reference_length_penalised_score,
+    )
+)
+
+
+# --------------------------------------------------------------------------------------
+# one beam-search step
+# --------------------------------------------------------------------------------------
+
+
+def reference_beam_step(
+    scores: torch.Tensor, log_probs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``k`` best extensions of ``k`` beams: ``scores (B, k)``, ``log_probs (B, k, V)`` ->
+    ``(new_scores (B, k), beams (B, k), tokens (B, k))``, best first, as
+    ``lecturekit.decoding.beam.beam_step``."""
+    batch, k, vocab = log_probs.shape
+    candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, k*V)
+    new_scores, flat = candidates.topk(k, dim=-1)  # (B, k), best first
+    return new_scores, flat // vocab, flat % vocab
+
+
+def _log_probs(shape: tuple[int, ...], g: torch.Generator, spread: float = 2.0) -> torch.Tensor:
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * spread).log_softmax(dim=-1)
+
+
+def _beam_step_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(61)
+    first = torch.tensor([[0.0, -math.inf, -math.inf]], dtype=torch.float64)
+    forbidden = _log_probs((2, 2, 6), g)
+    forbidden[..., :2] = -math.inf  # e.g. <pad> and <bos> can never be generated
+    cases = [
+        Case(
+            args=(torch.tensor([[-0.5, -1.5]], dtype=torch.float64), _log_probs((1, 2, 4), g)),
+            label="一个句子，k = 2，V = 4",
+        ),
+        Case(args=(first, _log_probs((1, 3, 5), g)), label="第一步：只有第 0 束有前缀"),
+        Case(
+            args=(torch.tensor([[-0.1, -6.0]], dtype=torch.float64), _log_probs((1, 2, 5), g, 0.3)),
+            label="最好的几个候选都来自同一束",
+        ),
+        Case(args=(-torch.rand(2, 2, generator=g).double(), forbidden), label="有的词概率为 0"),
+        Case(
+            args=(torch.zeros(3, 1, dtype=torch.float64), _log_probs((3, 1, 4), g)), label="k = 1"
+        ),
+    ]
+    rng = random.Random(62)
+    for _ in range(3):
+        b, k = rng.randint(1, 3), rng.randint(1, 4)
+        v = rng.randint(k, 8)
+        scores = -torch.rand(b, k, generator=g, dtype=torch.float64) * 5
+        cases.append(
+            Case(
+                args=(scores, _log_probs((b, k, v), g)), label=f"随机输入 B = {b}，k = {k}，V = {v}"
+            )
+        )
+    return cases
+
+
+register(
+    Exercise(
+        id="decoding.beam_step",
+        chapter=6,
+        title="束搜索的一步",
+        prompt=(
+            "实现 beam_step(scores, log_probs)：每个句子有 k 个束 (beam)，scores 形状 (B, k) 是每个束"
+            "里前缀的对数概率 log P(前缀)；log_probs 形状 (B, k, V) 是每个束的下一个词的对数概率。"
+            "两者都是 float64。把每个前缀接上一个词得到候选，每个句子在自己的全部 k·V 个候选里"
+            "选出整句对数概率最大的 k 个。\n"
+            "返回三元组 (new_scores, beams, tokens)，形状都是 (B, k)，按得分从大到小排列："
+            "new_scores 是候选前缀的对数概率 (float64)，beams 是它接在哪个束后面（0 到 k-1，int64），"
+            "tokens 是接上的词（0 到 V-1，int64）。\n"
+            "scores 里的 -inf 表示这个束是空的（第一步只有第 0 束有前缀）；log_probs 里也可能有 -inf"
+            "（不许生成的词）。V >= k，测试里得分最大的 k 个候选没有并列，也都是有限的数。"
+        ),
+        hint=(
+            "候选的得分是整句的对数概率，不只是新词的对数概率；候选来自所有束，"
+            "不是每个束各选若干个。把 (束, 词) 两维摊平成一维再挑，挑完以后，"
+            "要从摊平后的位置还原出它属于哪个束、是哪个词。"
+        ),
+        explanation=(
+            "candidates = (scores[:, :, None] + log_probs).reshape(B, k * V)；"
+            "new_scores, flat = candidates.topk(k, dim=-1)；beams = flat // V，tokens = flat % V。"
+            "lecturekit 的 beam_search 每一步都这样做（lecturekit.decoding.beam.beam_step，"
+            "它多取 2k 个候选，因为以 <eos> 结尾的候选会离开束）。"
+        ),
+        kind="function",
+        returns=Items(
+            (Array("float64", "(B, k)"), Array("int64", "(B, k)"), Array("int64", "(B, k)")),
+            names=("new_scores", "beams", "tokens"),
+        ),
+        cases=_beam_step_cases,
+        reference=reference_beam_step,
+        forbidden=("lecturekit.decoding.beam.beam_step",),
     )
 )

@@ -1,13 +1,23 @@
 """Chapter 7 (GPU kernels, beyond the lecture) exercises: merging two online-softmax states,
-and counting the bytes that naive attention moves."""
+counting the bytes that naive attention moves, and a first Triton kernel of the reader's own.
+
+The kernel exercise's answer is a ``@triton.jit`` function: its ``launch`` runs it through
+Triton's interpreter on the CPU when it was defined under ``TRITON_INTERPRET=1``, natively on
+a CUDA GPU when it was compiled, and otherwise says in Chinese why it cannot run and how to
+fix that (install triton; set the variable before triton is imported, then restart).
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import random
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from lecturekit.exercises import Case, Exercise, register
+from lecturekit.exercises import CannotRun, Case, Exercise, register
 from lecturekit.exercises.specs import Array, Integer, Items
 
 # --------------------------------------------------------------------------------------
@@ -126,7 +136,7 @@ register(
         chapter=7,
         title="数一数朴素注意力搬运的字节",
         prompt=(
-            "不融合的注意力 (一个头，Nq = Nk = n，头维度 d)：读 Q、K，算出分数 S 写回显存；"
+            "不融合的注意力（一个头，Nq = Nk = n，头维度 d）：读 Q、K，算出分数 S 写回显存；"
             "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_bytes(n, d, bytes_per_element)，"
             "返回这些步骤一共读写的字节数。n、d、bytes_per_element 都是正整数。"
         ),
@@ -142,5 +152,146 @@ register(
         returns=Integer(),
         cases=_bytes_cases,
         reference=reference_naive_attention_bytes,
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# kernels.row_sum_kernel: the reader's own Triton kernel
+# --------------------------------------------------------------------------------------
+
+_RESTART = (
+    "在定义核函数之前（最好在笔记本的第一个代码单元格里）运行 "
+    "import os; os.environ['TRITON_INTERPRET'] = '1'，或者 "
+    "lecturekit.kernels.interpret_without_gpu()，再重新运行定义核函数的单元格。"
+    "Triton 在定义核函数 (@triton.jit) 的那一刻决定编译还是解释；最稳妥的做法是"
+    "重启内核 (Restart Kernel) 后从头运行。"
+)
+
+
+def kernel_device(kernel: Any) -> torch.device:
+    """Where a student's ``@triton.jit`` kernel runs: the CPU if it was defined under Triton's
+    interpreter, CUDA if it was compiled for a GPU and there is one; else ``CannotRun`` with
+    the reason and the fix, in Chinese."""
+    if importlib.util.find_spec("triton") is None:
+        raise CannotRun(
+            "这里没有安装 triton，核函数无法运行。安装 lecturekit 的 gpu 附加包"
+            "（pip install 'lecturekit[gpu]'，Linux），或者在 Colab 里运行本章。"
+        )
+    kind = type(kernel).__name__
+    if kind == "InterpretedFunction":
+        return torch.device("cpu")
+    if kind != "JITFunction":
+        raise CannotRun(
+            f"这道题要的是用 @triton.jit 装饰的核函数本身，你传入的是{_kind(kernel)}。"
+            "请把 @triton.jit 写在 def 的上一行，并把函数名（不加括号）传给 check。"
+        )
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    now = (
+        "（TRITON_INTERPRET 现在已经是 1，但核函数是在设置它之前定义的）"
+        if (os.environ.get("TRITON_INTERPRET") == "1")
+        else ""
+    )
+    raise CannotRun(
+        f"这台机器没有 CUDA GPU，而你的核函数是为 GPU 编译的{now}，所以无法运行。"
+        f"要在 CPU 上用 Triton 的解释器运行它：{_RESTART}"
+    )
+
+
+def _kind(answer: Any) -> str:
+    if callable(answer):
+        return "一个普通的 Python 函数（没有 @triton.jit）"
+    return f" {type(answer).__name__}"
+
+
+def _launch_row_sum(kernel: Any) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """The function ``check`` calls on each case: it launches ``kernel`` on ``x (R, C)``."""
+    device = kernel_device(kernel)
+
+    def row_sum(x: torch.Tensor, block: int) -> torch.Tensor:
+        n_rows, n_cols = x.shape
+        # rows stride_row = C + block apart, the gaps filled with NaN: a read past the end of
+        # a row (a missing mask, a wrong stride) gives NaN instead of a plausible number
+        stride_row = n_cols + block
+        buffer = torch.full((n_rows, stride_row), float("nan"), device=device)
+        buffer[:, :n_cols] = x.to(device)
+        # +inf marks "never written" (the test rows have finite sums; a NaN read gives NaN)
+        out = torch.full((n_rows,), float("inf"), device=device)
+        kernel[(n_rows,)](buffer, out, n_cols, stride_row, BLOCK=block)
+        if n_rows and bool(out.isposinf().all()):  # nothing written: an empty skeleton
+            raise NotImplementedError(
+                "核函数没有往 OUT 里写任何结果（还没写完，或者忘了 tl.store）。"
+            )
+        return out.cpu()
+
+    return row_sum
+
+
+def reference_row_sum(x: torch.Tensor, block: int) -> torch.Tensor:
+    """What the kernel must compute, ``x (R, C)`` -> ``(R,)``: each row's sum (the block size
+    changes how, not what)."""
+    return x.double().sum(dim=-1).float()
+
+
+def _row_sum_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(71)
+
+    def quarters(rows: int, cols: int) -> torch.Tensor:  # exact sums in float32, any order
+        return torch.randint(-12, 13, (rows, cols), generator=g).float() / 4
+
+    cases = [
+        Case(args=(quarters(3, 16), 16), label="3 行，C = 16 恰好是一块"),
+        Case(args=(quarters(2, 5), 16), label="C = 5 比一块短"),
+        Case(args=(quarters(4, 32), 8), label="C = 32 是 4 块"),
+        Case(args=(quarters(3, 19), 8), label="C = 19 不是块大小 8 的倍数"),
+        Case(args=(quarters(1, 1), 4), label="1 行 1 列"),
+        Case(args=(torch.randn(2, 13, generator=g), 4), label="非整数的数，C = 13，块大小 4"),
+    ]
+    rng = random.Random(72)
+    for _ in range(3):
+        rows, cols, block = rng.randint(1, 4), rng.randint(1, 40), rng.choice([4, 8, 16])
+        cases.append(
+            Case(
+                args=(quarters(rows, cols), block),
+                label=f"随机：{rows} 行 {cols} 列，块大小 {block}",
+            )
+        )
+    return cases
+
+
+register(
+    Exercise(
+        id="kernels.row_sum_kernel",
+        chapter=7,
+        title="写一个 Triton 内核：逐行求和",
+        prompt=(
+            "写一个 Triton 核函数 (kernel)，用 @triton.jit 装饰，签名是\n"
+            "    row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr)\n"
+            "X 指向一个 float32 矩阵，有若干行、每行 n_cols 个有效的数；相邻两行的起点相隔 "
+            "stride_row 个元素（stride_row 比 n_cols 大，两行之间的空隙不是有效数据）。"
+            "检查器按每行一个程序实例 (program instance) 启动它：row_sum_kernel[(行数,)](...)。"
+            "第 row 个程序实例把第 row 行 n_cols 个数的和写到 OUT[row] (float32)。\n"
+            "一次只能读 BLOCK 个数（BLOCK 是 2 的幂，测试里取 4、8、16）：n_cols 可以比 BLOCK 小，"
+            "也可以是它的好几倍，而且不一定是它的倍数。\n"
+            "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
+            "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）；"
+            "有 GPU 而没有设置它时，检查器在 GPU 上运行你的内核。"
+        ),
+        hint=(
+            "先想一个程序实例负责什么：一整行。它怎样找到自己这一行的起点？行与行之间隔的是"
+            "步长 (stride)，不是 n_cols。一行要分几次读完，每次读的一块里，哪些位置已经越过了"
+            "这一行的末尾？越界的位置不能读进来，也不能让它们影响和。"
+        ),
+        explanation=(
+            "row = tl.program_id(0)；从 X + row * stride_row 开始，用 for 循环每次取 "
+            "cols = start + tl.arange(0, BLOCK)，tl.load 时加 mask=cols < n_cols、other=0.0，"
+            "累加到一个 (BLOCK,) 的 float32 累加器里；最后 tl.store(OUT + row, tl.sum(acc, axis=0))。"
+        ),
+        kind="function",
+        returns=Array("float32", "(行数,)"),
+        cases=_row_sum_cases,
+        reference=reference_row_sum,
+        launch=_launch_row_sum,
+        model_answer="lecturekit.exercises.triton_answers.row_sum_kernel",
     )
 )

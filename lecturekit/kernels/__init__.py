@@ -1,5 +1,14 @@
 """GPU kernels of lecturekit, written in Triton, with PyTorch references beside them.
 
+The first two are the on-ramp of chapter 7, the way Triton's tutorials start:
+
+- :func:`add`: vector addition, one program instance per block of elements, masked at the
+  end (:mod:`lecturekit.kernels.vector_add`).
+- :func:`matmul`: tiled matrix multiplication, blocked over M, N and K with ``tl.dot``
+  (:mod:`lecturekit.kernels.tiled_matmul`).
+
+Then the kernels the model uses:
+
 - :func:`softmax`: fused row softmax with a scale and a boolean or additive mask
   (:mod:`lecturekit.kernels.fused_softmax`).
 - :func:`layer_norm`: fused LayerNorm forward and backward (:mod:`lecturekit.kernels.layernorm`).
@@ -8,7 +17,9 @@
 Importing this package never imports triton: each function imports its kernel module when it
 is first called, so ``lecturekit`` installs and works without the ``gpu`` extra. The kernels run
 on CUDA tensors; with ``TRITON_INTERPRET=1`` set *before* the first import they also run on CPU
-tensors through Triton's interpreter (slow, used by the tests and by chapter 7).
+tensors through Triton's interpreter (slow, used by the tests and by chapter 7). :func:`add`
+and :func:`matmul` dispatch as the model's layers do (:mod:`lecturekit.kernels.backend`):
+where the kernels cannot run they warn once and compute with PyTorch.
 """
 
 from __future__ import annotations
@@ -22,7 +33,18 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers only
 
 from lecturekit._lazy import attach
 
-__all__ = ["attention", "available", "layer_norm", "softmax"]
+__all__ = [
+    "add",
+    "attention",
+    "available",
+    "interpret_without_gpu",
+    "layer_norm",
+    "matmul",
+    "softmax",
+]
+
+# the submodules that define kernels: each kernel keeps the mode it was defined in
+_KERNEL_MODULES = ("vector_add", "tiled_matmul", "fused_softmax", "layernorm", "flash_attention")
 
 # submodules (e.g. ``kernels.<module>``) resolve on first attribute access
 __getattr__, __dir__ = attach(__name__, names=False)
@@ -41,6 +63,73 @@ def available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def interpret_without_gpu() -> bool:
+    """Turn on Triton's CPU interpreter (``TRITON_INTERPRET=1``) where there is no CUDA GPU.
+
+    Triton chooses between compiling a kernel for the GPU and interpreting it on the CPU when
+    the kernel is *defined* (``@triton.jit`` runs), so a notebook calls this in its first
+    cell, before importing ``lecturekit.kernels``' submodules or defining a kernel of its own.
+    A ``TRITON_INTERPRET`` already in the environment is left as it is. Warns when a kernel
+    module was imported before the mode changed (restart the kernel and run from the top).
+
+    Returns:
+        True if kernels defined from now on run in the interpreter (on CPU tensors), False if
+        they are compiled for the GPU (on CUDA tensors).
+    """
+    import sys
+    import warnings
+
+    if "TRITON_INTERPRET" not in os.environ:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+            early = [m for m in _KERNEL_MODULES if f"{__name__}.{m}" in sys.modules]
+            if early:
+                warnings.warn(
+                    f"lecturekit.kernels.{early[0]} was imported before TRITON_INTERPRET was set, "
+                    "so its kernels are compiled for a GPU this machine lacks: restart the "
+                    "Python kernel and call interpret_without_gpu() first",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x + y`` by the vector-add kernel; any shape, ``y`` of the shape and dtype of ``x``.
+
+    Where the kernels cannot run (no CUDA tensor and no interpreter, or no triton) this warns
+    once and returns PyTorch's ``x + y`` (``vector_add.add_reference``).
+    """
+    from lecturekit.kernels._utils import check_operands
+    from lecturekit.kernels.backend import usable_kernels
+
+    check_operands("x", x, "y", y, matmul=False)
+    if usable_kernels(x, "kernels.add") is None:
+        return x + y
+    from lecturekit.kernels.vector_add import add as _add
+
+    return _add(x, y)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` by the tiled matmul kernel: ``a (M, K)``, ``b (K, N)`` -> ``(M, N)``.
+
+    Where the kernels cannot run this warns once and returns PyTorch's ``a @ b``
+    (``tiled_matmul.matmul_reference``).
+    """
+    from lecturekit.kernels._utils import check_operands
+    from lecturekit.kernels.backend import usable_kernels
+
+    check_operands("a", a, "b", b, matmul=True)
+    if usable_kernels(a, "kernels.matmul") is None:
+        return a @ b
+    from lecturekit.kernels.tiled_matmul import matmul as _matmul
+
+    return _matmul(a, b)
 
 
 def attention(
