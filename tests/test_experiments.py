@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lecturekit.chapters.ch02_scaling import softmax_saturation
+from lecturekit.chapters.ch02_scaling import attention_gradient_norms, softmax_saturation
 from lecturekit.chapters.ch03_stacks import (
     SequenceTagger,
     deep_mlp_stack,
@@ -42,6 +42,36 @@ def test_softmax_jacobian_norm_matches_autograd():
     jac = torch.autograd.functional.jacobian(lambda s: s.softmax(-1), scores)
     assert stats["jacobian_norm"] == pytest.approx(jac.norm().item(), rel=1e-9)
     assert stats["max_weight"] == pytest.approx(scores.softmax(-1).max().item(), rel=1e-9)
+
+
+def test_attention_gradient_norms_match_the_closed_form():
+    # dL/de_j = s p_j (g.v_j - sum_l p_l g.v_l); dL/dq = sum_j dL/de_j k_j; dL/dk_j = dL/de_j q
+    for scaled in (False, True):
+        stats = attention_gradient_norms(8, n_keys=5, n_queries=1, scaled=scaled, seed=3)
+        generator = torch.Generator().manual_seed(3)
+        q = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)[0, 0]
+        k = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)[0]
+        v = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)[0]
+        g = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)[0, 0]
+        s = 1 / math.sqrt(8) if scaled else 1.0
+        p = (k @ q * s).softmax(-1)
+        gv = v @ g
+        d_dots = s * p * (gv - (p * gv).sum())
+        assert stats["dot_grad"] == pytest.approx(d_dots.norm().item(), rel=1e-9)
+        assert stats["query_grad"] == pytest.approx((d_dots @ k).norm().item(), rel=1e-9)
+        assert stats["key_grad"] == pytest.approx(torch.outer(d_dots, q).norm().item(), rel=1e-9)
+
+
+def test_the_scale_also_shrinks_the_gradient_that_reaches_the_query():
+    # d_k = 1: the scale is 1, both settings are the same draw
+    assert attention_gradient_norms(1, n_queries=50) == attention_gradient_norms(
+        1, n_queries=50, scaled=False
+    )
+    scaled = attention_gradient_norms(64, n_queries=200)
+    unscaled = attention_gradient_norms(64, n_queries=200, scaled=False)
+    assert unscaled["query_grad"] > 2 * scaled["query_grad"]
+    with pytest.raises(ValueError, match="d_k"):
+        attention_gradient_norms(0)
 
 
 def test_residual_stack_passes_more_gradient_to_the_first_layer():

@@ -146,8 +146,8 @@ def plot_attention(
         ax.set_xticks(range(len(xs)), xs, rotation=90 if max(map(len, xs), default=0) > 2 else 0)
     if ys is not None:
         ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel("key（被关注的位置）")
-    ax.set_ylabel("query（发出关注的位置）")
+    ax.set_xlabel("键（被关注的位置）")
+    ax.set_ylabel("查询（发出关注的位置）")
     if annotate:
         for (i, j), value in np.ndenumerate(w):
             color = "white" if value > 0.6 * w.max() else "black"
