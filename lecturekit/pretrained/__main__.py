@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from lecturekit.pretrained import RECIPES, build, checkpoint_path, list_recipes
+from lecturekit.pretrained.rnn import RNN_RECIPES, build_rnn, rnn_checkpoint_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,12 +20,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         for name, description in list_recipes().items():
             print(f"{name:24s} {description}")
+        for name, recipe in RNN_RECIPES.items():
+            print(f"{name:24s} {recipe.description}")
         return 0
-    names = args.names or list(RECIPES)
+    names = args.names or [*RECIPES, *RNN_RECIPES]
+    known = sorted([*RECIPES, *RNN_RECIPES])
     for name in names:
-        if name not in RECIPES:
-            parser.error(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
+        if name not in known:
+            parser.error(f"unknown recipe {name!r}; known: {', '.join(known)}")
     for name in names:
+        if name in RNN_RECIPES:
+            _, meta = build_rnn(name)
+            size = rnn_checkpoint_path(name).stat().st_size / 1e6
+            print(
+                f"{name}: {meta['train_seconds']} s, {size:.2f} MB -> {rnn_checkpoint_path(name)}"
+            )
+            continue
         ckpt = build(name, progress=args.progress)
         meta = ckpt.metadata
         size = checkpoint_path(name).stat().st_size / 1e6

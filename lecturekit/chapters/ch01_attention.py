@@ -1,0 +1,312 @@
+"""An RNN encoder-decoder with and without additive (Bahdanau) attention (chapter 1).
+
+Chapter 1 measures the fixed-context bottleneck of the classic RNN encoder-decoder: the
+decoder sees the input only through the encoder's last state. Bahdanau, Cho and Bengio
+(2015) removed it while keeping the RNNs: at every output step the decoder scores *every*
+encoder state against its own previous state with a small feed-forward network (additive
+attention, chapter 2's :math:`e_i = w^\\top \\tanh(W_q q + W_k k_i)`), takes the softmax over
+the non-padded source positions and feeds the weighted sum of the encoder states (the
+context ``c_t``) to its GRU cell.
+
+:class:`RNNSeq2Seq` is both models in one class, so they differ in nothing but that:
+
+* ``attention=False`` (Cho et al. 2014): ``c_t = h_S``, the encoder's last state, at every
+  step;
+* ``attention=True`` (Bahdanau et al. 2015): ``c_t = sum_i a_{t,i} h_i`` with
+  ``a_t = softmax_i(w . tanh(W_q s_{t-1} + W_k h_i))`` over the non-padded positions.
+
+Decoder step (both): ``s_t = GRUCell([E y_{t-1}; c_t], s_{t-1})``, ``s_0 = h_S``,
+logits ``W_o [s_t; c_t]``. The model trains with the package's plain loop
+(:func:`lecturekit.training.loop.train_steps`) and follows the decoding step protocol, so
+:func:`lecturekit.decoding.greedy` decodes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lecturekit._common import check_int, check_number
+from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from lecturekit.training.loop import Stopping, train_steps
+
+__all__ = [
+    "AdditiveAttention",
+    "RNNSeq2SeqConfig",
+    "RNNSeq2Seq",
+    "train_rnn_seq2seq",
+    "exact_match_by_length",
+]
+
+
+class AdditiveAttention(nn.Module):
+    """Additive attention (Bahdanau et al. 2015): ``e_i = w . tanh(W_q q + W_k k_i)``.
+
+    Args:
+        d_query: size of the query (the decoder state).
+        d_key: size of each key (an encoder state); the keys are also the values.
+        d_attn: width of the hidden layer of the scoring network.
+    """
+
+    def __init__(self, d_query: int, d_key: int, d_attn: int) -> None:
+        super().__init__()
+        for name, value in (("d_query", d_query), ("d_key", d_key), ("d_attn", d_attn)):
+            check_int(name, value, minimum=1)
+        self.w_q = nn.Linear(d_query, d_attn, bias=False)
+        self.w_k = nn.Linear(d_key, d_attn, bias=False)
+        self.w = nn.Linear(d_attn, 1, bias=False)
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """Unnormalised scores ``(B, S)`` of ``query (B, Dq)`` against ``keys (B, S, Dk)``."""
+        if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
+            raise ValueError(
+                f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
+                f"{tuple(query.shape)} and {tuple(keys.shape)}"
+            )
+        hidden = torch.tanh(self.w_q(query)[:, None, :] + self.w_k(keys))  # (B, S, A)
+        return self.w(hidden).squeeze(-1)  # (B, S)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, *, key_padding_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from ``query (B, Dq)`` over ``keys (B, S, Dk)``.
+
+        ``key_padding_mask`` ``(B, S)`` bool, True = padding: those positions get weight
+        exactly 0. Every row needs at least one real key.
+
+        Returns:
+            ``(context (B, Dk), weights (B, S))``; each row of ``weights`` sums to 1.
+        """
+        scores = self.scores(query, keys)
+        if key_padding_mask is not None:
+            if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != scores.shape:
+                raise ValueError(
+                    f"key_padding_mask must be bool of shape {tuple(scores.shape)} (True = "
+                    f"padding), got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+                )
+            if bool(key_padding_mask.all(dim=-1).any()):
+                raise ValueError("key_padding_mask masks every key of some row; keep one real key")
+            scores = scores.masked_fill(key_padding_mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, S)
+        context = (weights[:, :, None] * keys).sum(dim=1)  # (B, Dk)
+        return context, weights
+
+
+@dataclass(frozen=True)
+class RNNSeq2SeqConfig:
+    """Sizes of :class:`RNNSeq2Seq`; ``attention`` switches the Bahdanau context on."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_embed: int = 16
+    d_hidden: int = 32
+    attention: bool = True
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_embed", "d_hidden"):
+            check_int(name, getattr(self, name), minimum=1)
+        if not isinstance(self.attention, bool):
+            raise TypeError(f"attention must be a bool, got {type(self.attention).__name__}")
+
+
+@dataclass
+class _State:
+    """Decoding state: decoder state ``s (N, H)``, encoder states ``(N, S, H)``, their
+    padding mask ``(N, S)`` and the encoder's last state ``(N, H)``."""
+
+    s: Tensor
+    memory: Tensor
+    padding: Tensor
+    last: Tensor
+
+    def select(self, index: Tensor) -> _State:
+        return _State(
+            *(t.index_select(0, index) for t in (self.s, self.memory, self.padding, self.last))
+        )
+
+
+class RNNSeq2Seq(nn.Module):
+    """GRU encoder-decoder, with (``config.attention``) or without additive attention.
+
+    ``forward(src, tgt_in)`` is the teacher-forced pass; ``start`` / ``step`` / ``select``
+    are the decoding protocol of :mod:`lecturekit.decoding`. After a forward pass with
+    ``need_weights=True``, the attention weights are returned ``(B, T, S)``.
+    """
+
+    def __init__(self, config: RNNSeq2SeqConfig) -> None:
+        super().__init__()
+        if not isinstance(config, RNNSeq2SeqConfig):
+            raise TypeError(f"config must be an RNNSeq2SeqConfig, got {type(config).__name__}")
+        c = self.config = config
+        self.bos_id, self.eos_id, self.pad_id = c.bos_id, c.eos_id, c.pad_id
+        self.vocab_size = c.tgt_vocab_size
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_embed, padding_idx=c.pad_id)
+        self.encoder = nn.GRU(c.d_embed, c.d_hidden, batch_first=True)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_embed, padding_idx=c.pad_id)
+        self.decoder = nn.GRUCell(c.d_embed + c.d_hidden, c.d_hidden)
+        self.out = nn.Linear(2 * c.d_hidden, c.tgt_vocab_size)
+        # created last, so that with the same seed every other layer starts from the same
+        # weights with and without attention
+        self.attention = (
+            AdditiveAttention(c.d_hidden, c.d_hidden, c.d_hidden) if c.attention else None
+        )
+
+    def _check_ids(self, name: str, ids: Tensor, vocab_size: int) -> None:
+        if not isinstance(ids, Tensor) or ids.dtype != torch.long or ids.dim() != 2:
+            raise ValueError(f"{name} must be a (B, L) long tensor, got {ids!r:.60}")
+        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+            raise ValueError(f"{name} ids must lie in [0, {vocab_size}); check the vocabulary")
+
+    def encode(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> _State:
+        """Run the encoder over ``src (B, S)`` (right-padded); the state of step 0.
+
+        The encoder's last state is taken at each row's last real token, so padding
+        never enters the context of the model without attention.
+        """
+        self._check_ids("src", src, self.config.src_vocab_size)
+        padding = src == self.pad_id if src_key_padding_mask is None else src_key_padding_mask
+        lengths = (~padding).sum(dim=1)  # (B,)
+        if bool((lengths == 0).any()):
+            raise ValueError("src has a row with no real token; every source needs one")
+        memory, _ = self.encoder(self.src_embed(src))  # (B, S, H)
+        last = memory[torch.arange(src.shape[0]), lengths - 1]  # (B, H)
+        return _State(s=last, memory=memory, padding=padding, last=last)
+
+    def _step(self, tokens: Tensor, state: _State) -> tuple[Tensor, _State, Tensor | None]:
+        """One decoder step: ``tokens (N,)`` -> logits ``(N, V)``, next state, weights ``(N, S)``."""
+        weights = None
+        if self.attention is None:
+            context = state.last  # (N, H): the same fixed vector at every step
+        else:
+            context, weights = self.attention(
+                state.s, state.memory, key_padding_mask=state.padding
+            )  # (N, H), (N, S)
+        s = self.decoder(torch.cat([self.tgt_embed(tokens), context], dim=-1), state.s)
+        logits = self.out(torch.cat([s, context], dim=-1))  # (N, V)
+        return logits, _State(s, state.memory, state.padding, state.last), weights
+
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher-forced pass.
+
+        Args:
+            src: ``(B, S)`` source ids, right-padded with ``pad_id``.
+            tgt_in: ``(B, T)`` decoder inputs ``<bos> y_1 ... y_{T-1}``.
+            need_weights: also return the attention weights.
+
+        Returns:
+            ``(logits (B, T, V), weights (B, T, S) or None)``; weights are None without
+            attention or when not asked for.
+        """
+        self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        if src.shape[0] != tgt_in.shape[0]:
+            raise ValueError(
+                f"src and tgt_in batch sizes differ: {src.shape[0]} vs {tgt_in.shape[0]}"
+            )
+        state = self.encode(src)
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):  # sequential: step t needs the state of step t - 1
+            step_logits, state, step_weights = self._step(tgt_in[:, t], state)
+            logits.append(step_logits)
+            weights.append(step_weights)
+        attention = torch.stack(weights, dim=1) if need_weights and self.attention else None
+        return torch.stack(logits, dim=1), attention
+
+    # -- the step protocol of lecturekit.decoding, so lecturekit.decoding.greedy decodes it --
+    def start(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> _State:
+        return self.encode(src, src_key_padding_mask=src_key_padding_mask)
+
+    def step(self, tokens: Tensor, state: _State) -> tuple[Tensor, _State]:
+        logits, state, _ = self._step(tokens, state)
+        return F.log_softmax(logits, dim=-1), state
+
+    def select(self, state: _State, index: Tensor) -> _State:
+        return state.select(index)
+
+
+def train_rnn_seq2seq(
+    model: RNNSeq2Seq,
+    pairs: list[tuple[list[int], list[int]]],
+    *,
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    clip_grad_norm: float = 1.0,
+    seed: int = 0,
+) -> list[float]:
+    """Teacher-forced training with Adam and the package's loop; returns the losses.
+
+    ``pairs`` are (source ids, target ids) without special tokens; batches are drawn from a
+    loader seeded with ``seed`` (the same order for every model given the same seed), one
+    pass after another until ``steps`` updates are done.
+    """
+    from lecturekit.data import make_loader
+
+    check_int("steps", steps, minimum=1)
+    check_number("lr", lr, minimum=0, exclusive=("minimum",))
+    if not pairs:
+        raise ValueError("pairs must not be empty")
+    c = model.config
+    loader = make_loader(
+        pairs, batch_size=batch_size, shuffle=True, seed=seed, pad_id=c.pad_id,
+        bos_id=c.bos_id, eos_id=c.eos_id,
+    )  # fmt: skip
+    batches = _cycle(loader)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+
+    def step_loss(step: int) -> Tensor:
+        batch = next(batches)
+        logits, _ = model(batch.src, batch.tgt_in)  # (B, T, V)
+        return F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=c.pad_id)
+
+    losses = train_steps(
+        step_loss, optimizer, Stopping(max_steps=steps), clip_grad_norm=clip_grad_norm
+    )
+    model.eval()
+    return losses
+
+
+def _cycle(loader: Any):
+    """Endless passes over ``loader``, re-seeding its sampler each epoch."""
+    epoch = 0
+    while True:
+        sampler = getattr(loader, "batch_sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+@torch.no_grad()
+def exact_match_by_length(
+    model: RNNSeq2Seq, pairs: list[tuple[list[int], list[int]]], *, batch_size: int = 256
+) -> dict[int, float]:
+    """Greedy-decode every source and return ``{source length: exact-match rate}``.
+
+    A prediction counts as correct when its tokens before ``<eos>`` equal the target.
+    """
+    from lecturekit.decoding import greedy
+
+    if not pairs:
+        raise ValueError("pairs must not be empty")
+    hits: dict[int, list[int]] = {}
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        src = nn.utils.rnn.pad_sequence(
+            [torch.tensor(s) for s, _ in chunk], batch_first=True, padding_value=model.pad_id
+        )
+        max_len = max(len(t) for _, t in chunk) + 2
+        tokens = greedy(model, src, max_len).tokens.tolist()
+        for row, (s, t) in zip(tokens, chunk, strict=True):
+            cut = row.index(model.eos_id) if model.eos_id in row else len(row)
+            hits.setdefault(len(s), []).append(int(row[:cut] == list(t)))
+    return {n: sum(h) / len(h) for n, h in sorted(hits.items())}
