@@ -45,18 +45,21 @@ def test_softmax_jacobian_norm_matches_autograd():
 
 
 def test_attention_gradient_norms_match_the_closed_form():
-    # dL/de_j = s p_j (g.v_j - sum_l p_l g.v_l); dL/dq = sum_j dL/de_j k_j; dL/dk_j = dL/de_j q
-    for scaled in (False, True):
-        stats = attention_gradient_norms(8, n_keys=5, n_queries=1, scaled=scaled, seed=3)
+    # with scale = 1/sqrt(d_k) (1 unscaled): dL/de_j = scale p_j (g.v_j - sum_l p_l g.v_l);
+    # dL/dq = sum_j dL/de_j k_j; dL/dk_j = dL/de_j q
+    for scaled, qk_std in [(False, 1.0), (True, 1.0), (False, 0.5), (True, 3.0)]:
+        stats = attention_gradient_norms(
+            8, n_keys=5, n_queries=1, scaled=scaled, qk_std=qk_std, seed=3
+        )
         generator = torch.Generator().manual_seed(3)
-        q = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)[0, 0]
-        k = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)[0]
+        q = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)[0, 0] * qk_std
+        k = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)[0] * qk_std
         v = torch.randn(1, 5, 8, generator=generator, dtype=torch.float64)[0]
         g = torch.randn(1, 1, 8, generator=generator, dtype=torch.float64)[0, 0]
-        s = 1 / math.sqrt(8) if scaled else 1.0
-        p = (k @ q * s).softmax(-1)
+        scale = 1 / math.sqrt(8) if scaled else 1.0
+        p = (k @ q * scale).softmax(-1)
         gv = v @ g
-        d_dots = s * p * (gv - (p * gv).sum())
+        d_dots = scale * p * (gv - (p * gv).sum())
         assert stats["dot_grad"] == pytest.approx(d_dots.norm().item(), rel=1e-9)
         assert stats["query_grad"] == pytest.approx((d_dots @ k).norm().item(), rel=1e-9)
         assert stats["key_grad"] == pytest.approx(torch.outer(d_dots, q).norm().item(), rel=1e-9)
@@ -72,6 +75,26 @@ def test_the_scale_also_shrinks_the_gradient_that_reaches_the_query():
     assert unscaled["query_grad"] > 2 * scaled["query_grad"]
     with pytest.raises(ValueError, match="d_k"):
         attention_gradient_norms(0)
+
+
+def test_query_key_std_trades_against_the_scale():
+    # q, K with std d_k^(-1/4), unscaled, give the same logits as unit std, scaled; the
+    # gradient to q is sum_j dL/de_j k_j, so it differs only by the keys' factor:
+    # d_k^(-1/4) against the scale's d_k^(-1/2)
+    d_k = 16
+    small = attention_gradient_norms(d_k, n_queries=50, scaled=False, qk_std=d_k**-0.25)
+    unit = attention_gradient_norms(d_k, n_queries=50, scaled=True)
+    assert small["query_grad"] == pytest.approx(unit["query_grad"] * d_k**0.25, rel=1e-9)
+    # larger q and K saturate the unscaled softmax further: the ratio shrinks, then reverses
+    ratios = [
+        attention_gradient_norms(512, n_queries=200, scaled=False, qk_std=std)["query_grad"]
+        / attention_gradient_norms(512, n_queries=200, qk_std=std)["query_grad"]
+        for std in (0.5, 1.0, 3.0)
+    ]
+    assert ratios[0] > ratios[1] > 1 > ratios[2]
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="qk_std"):
+            attention_gradient_norms(4, qk_std=bad)
 
 
 def test_residual_stack_passes_more_gradient_to_the_first_layer():

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from lecturekit._common import check_int
+from lecturekit._common import check_int, check_number
 
 __all__ = ["softmax_saturation", "attention_gradient_norms"]
 
@@ -52,13 +52,21 @@ def softmax_saturation(
 
 
 def attention_gradient_norms(
-    d_k: int, *, n_keys: int = 16, n_queries: int = 1000, scaled: bool = True, seed: int = 0
+    d_k: int,
+    *,
+    n_keys: int = 16,
+    n_queries: int = 1000,
+    scaled: bool = True,
+    qk_std: float = 1.0,
+    seed: int = 0,
 ) -> dict[str, float]:
     """Size of the gradients that flow back through one attention row, end to end.
 
     Each of ``n_queries`` independent draws has a query ``q (d_k,)``, keys ``K (n_keys, d_k)``,
-    values ``V (n_keys, d_k)`` and an upstream gradient ``g (d_k,)``, all entries i.i.d.
-    ``N(0, 1)``. The output is ``o = softmax(q K^T / s) V`` with ``s = sqrt(d_k)`` when
+    values ``V (n_keys, d_k)`` and an upstream gradient ``g (d_k,)``, all entries independent
+    and normal with mean 0: standard deviation ``qk_std`` for ``q`` and ``K``, 1 for ``V`` and
+    ``g`` (the same seed draws the same numbers, only ``q`` and ``K`` multiplied by
+    ``qk_std``). The output is ``o = softmax(q K^T / s) V`` with ``s = sqrt(d_k)`` when
     ``scaled`` else 1, and the loss is ``L = g . o`` (so ``dL/do = g``). Unlike the softmax's
     own Jacobian (:func:`softmax_saturation`), these gradients include the factor ``1/s``
     that the scale itself puts on every path back to ``q`` and ``K``.
@@ -71,10 +79,11 @@ def attention_gradient_norms(
     check_int("d_k", d_k, minimum=1)
     check_int("n_keys", n_keys, minimum=1)
     check_int("n_queries", n_queries, minimum=1)
+    check_number("qk_std", qk_std, minimum=0, exclusive=("minimum",))
     generator = torch.Generator().manual_seed(seed)
     shape = (n_queries, n_keys, d_k)
-    q = torch.randn(n_queries, 1, d_k, generator=generator, dtype=torch.float64)
-    k = torch.randn(shape, generator=generator, dtype=torch.float64)
+    q = torch.randn(n_queries, 1, d_k, generator=generator, dtype=torch.float64) * qk_std
+    k = torch.randn(shape, generator=generator, dtype=torch.float64) * qk_std
     v = torch.randn(shape, generator=generator, dtype=torch.float64)
     g = torch.randn(n_queries, 1, d_k, generator=generator, dtype=torch.float64)
     q.requires_grad_(True)

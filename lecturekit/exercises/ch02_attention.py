@@ -246,9 +246,10 @@ register(
         title="把 d_model 维切成 h 个头 (split heads)",
         prompt=(
             "写函数 split_heads(x, n_heads)：x 是 Q（或 K、V）投影后的结果，形状 (B, T, D)，float32。"
-            "把每个符号的 D 维切成 n_heads 段，每段 Dh = D / n_heads 维，第 h 段（特征 h·Dh 到 "
-            "(h+1)·Dh - 1）属于第 h 个头；返回形状 (B, H, T, Dh) 的张量，out[b, h, t] 是第 b 句第 t 个"
-            "符号在第 h 个头里的向量。这样 h 个头的注意力就是一次批量矩阵乘法。\n"
+            "把每个符号的 D 维切成 n_heads 段，每段 Dh = D / n_heads 维，第 j 段（j 从 0 数起，"
+            "特征 j·Dh 到 (j+1)·Dh - 1）属于第 j 个头；返回形状 (B, H, T, Dh) 的张量 (H = n_heads)，"
+            "out[b, j, t] 是第 b 句第 t 个符号在第 j 个头里的向量。这样 n_heads 个头的注意力"
+            "就是一次批量矩阵乘法。\n"
             "D 能被 n_heads 整除；n_heads 可以是 1，也可以等于 D；T 可以是 1。"
         ),
         hint=(
