@@ -98,10 +98,18 @@ def test_plot_history_from_mapping_and_dataclass(no_warnings):
     fig = P.plot_history(history)
     assert len(fig.axes) == 3  # loss, accuracy (2 lines), learning rate
     lines = {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
-    assert list(lines["loss"].get_ydata()) == history["loss"]
-    assert list(lines["valid_exact_match"].get_xdata()) == [2, 4]
-    assert list(lines["token_accuracy"].get_xdata()) == [1, 2, 3, 4]
+    # labelled with the book's terms
+    assert list(lines["训练损失"].get_ydata()) == history["loss"]
+    assert list(lines["验证集完全匹配率"].get_xdata()) == [2, 4]
+    assert list(lines["逐符号准确率（教师强制）"].get_xdata()) == [1, 2, 3, 4]
     _draw(fig)
+    # smoothing averages the noisy losses, never the learning-rate schedule
+    long = {"step": list(range(1, 41)), "loss": [float(i % 2) for i in range(40)]}
+    long["lr"] = [min(s, 20) / 20 for s in long["step"]]
+    fig = P.plot_history(long, smooth=4)
+    lines = {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
+    assert list(lines["学习率"].get_ydata()) == long["lr"]
+    assert lines["训练损失"].get_ydata()[-1] == pytest.approx(0.5)
 
     @dataclasses.dataclass
     class History:

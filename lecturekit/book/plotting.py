@@ -261,7 +261,9 @@ def plot_history(
             axis of the series with the same length; otherwise the x axis is the index.
         keys: which series to draw (default: every non-empty list of numbers).
         smooth: moving-average window for noisy per-step series (1 = raw); series drawn
-            against ``eval_step`` or ``epoch`` are never smoothed.
+            against ``eval_step`` or ``epoch``, and the learning rate, are never smoothed.
+
+    Lines are labelled with the book's terms (``"valid_exact_match"`` -> 验证集完全匹配率).
     """
     series = _history_dict(history)
     if keys is None:
@@ -291,10 +293,11 @@ def plot_history(
             )
             x_name = next((k for k in _X_KEYS if series.get(k) is x), "index")
             style = "o-" if len(y) <= 30 else "-"
-            # only dense per-step curves are smoothed; sparse evaluation points stay exact
-            if x_name in ("step", "index") and len(y) > 3 * smooth:
+            # only dense per-step curves are smoothed; sparse evaluation points stay exact,
+            # and so does the learning rate (a schedule, not a noisy measurement)
+            if x_name in ("step", "index") and len(y) > 3 * smooth and panel != _PANELS["lr"]:
                 y = _moving_average(y, smooth)
-            ax.plot(list(x), y, style, markersize=3, label=key)
+            ax.plot(list(x), y, style, markersize=3, label=_LABELS.get(key, key))
             ax.set_xlabel("step" if x_name == "eval_step" else x_name)
         ax.set_title(panel)
         if panel == _PANELS["lr"]:
@@ -302,7 +305,7 @@ def plot_history(
         if len(panel_keys) > 1:
             ax.legend(fontsize=8)
         else:
-            ax.set_ylabel(panel_keys[0])
+            ax.set_ylabel(_LABELS.get(panel_keys[0], panel_keys[0]))
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
@@ -311,6 +314,16 @@ def plot_history(
 
 
 _PANELS = {"loss": "损失 (loss)", "accuracy": "准确率 (accuracy)", "lr": "学习率 (learning rate)"}
+# the book's terms for the series a ``History`` records (other keys are drawn as named)
+_LABELS = {
+    "loss": "训练损失",
+    "valid_loss": "验证损失",
+    "token_accuracy": "逐符号准确率（教师强制）",
+    "valid_token_accuracy": "验证集逐符号准确率（教师强制）",
+    "valid_exact_match": "验证集完全匹配率",
+    "lr": "学习率",
+    "teacher_prob": "喂正确答案的概率",
+}
 
 
 def _panel_of(key: str) -> str:

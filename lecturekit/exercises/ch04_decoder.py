@@ -36,7 +36,7 @@ register(
         prompt=(
             "写函数 causal_mask(T)：第 i 行第 j 列为 True 表示 query i 不允许看 key j"
             "（torch.nn.Transformer 的约定）。\n"
-            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ... (p30–p31)。\n"
+            "解码器第 i 个位置只能看位置 0..i，看不到未来的 i+1, i+2, ... (p28–p30)。\n"
             "T >= 1；T = 1 时只有一个位置，它可以看自己。"
         ),
         hint=(

@@ -53,6 +53,7 @@ __all__ = [
     "checkpoint_path",
     "history",
     "recipe_task",
+    "checkpoints",
 ]
 
 # submodules (e.g. ``pretrained.<module>``) resolve on first attribute access
@@ -75,6 +76,9 @@ class Recipe:
             default 0).
         max_src_len: keep only pairs whose source has at most this many tokens, in every
             split (None: keep all); chapters use it to keep CPU training short.
+        checkpoint_every, keep_checkpoints: also save the weights of every
+            ``checkpoint_every`` steps, the last ``keep_checkpoints`` of them, for checkpoint
+            averaging (:func:`checkpoints`); None and 0: save only the final weights.
     """
 
     name: str
@@ -85,8 +89,19 @@ class Recipe:
     seed: int = 0
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     max_src_len: int | None = None
+    checkpoint_every: int | None = None
+    keep_checkpoints: int = 0
 
     def __post_init__(self) -> None:
+        from lecturekit._common import check_int
+
+        check_int("checkpoint_every", self.checkpoint_every, minimum=1, optional=True)
+        check_int("keep_checkpoints", self.keep_checkpoints, minimum=0)
+        if (self.checkpoint_every is None) != (self.keep_checkpoints == 0):
+            raise ValueError(
+                "checkpoint_every and keep_checkpoints go together: set both (e.g. 50 and 5) "
+                f"or neither, got {self.checkpoint_every!r} and {self.keep_checkpoints!r}"
+            )
         if self.max_src_len is not None and (
             isinstance(self.max_src_len, bool)
             or not isinstance(self.max_src_len, int)
@@ -180,6 +195,21 @@ def history(name: str):
     return History(**recorded)
 
 
+def checkpoints(name: str) -> dict[int, dict[str, Any]]:
+    """The intermediate weights saved when the shipped checkpoint ``name`` was built: step ->
+    state dict, oldest first (the recipe's ``checkpoint_every`` / ``keep_checkpoints``); the
+    last one is the shipped model's. Average them with
+    ``lecturekit.training.averaging.average_checkpoints``."""
+    saved = load(name).metadata.get("checkpoints")
+    if not saved:
+        raise ValueError(
+            f"name: the shipped checkpoint {name!r} keeps no intermediate weights; give its "
+            "recipe checkpoint_every and keep_checkpoints and rebuild it with "
+            f"`python -m lecturekit.pretrained build {name}`"
+        )
+    return {int(step): state for step, state in sorted(saved.items())}
+
+
 @contextlib.contextmanager
 def _single_thread() -> Iterator[None]:
     # one thread: float reductions in a fixed order, so the build is repeatable
@@ -204,6 +234,7 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
 
     from lecturekit.model.config import TransformerConfig
     from lecturekit.model.transformer import Transformer
+    from lecturekit.training.averaging import KeepLastCheckpoints
     from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
     from lecturekit.training.config import TrainConfig
     from lecturekit.training.evaluation import evaluate
@@ -221,8 +252,11 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
         )
         model = Transformer(config)
         train_config = TrainConfig(**{**recipe.train, "progress": progress, "device": "cpu"})
+        keeper = None
+        if recipe.checkpoint_every is not None:
+            keeper = KeepLastCheckpoints(recipe.checkpoint_every, recipe.keep_checkpoints)
         start = time.perf_counter()
-        history = fit(model, task, config=train_config)
+        history = fit(model, task, config=train_config, on_step=keeper)
         seconds = time.perf_counter() - start
         test = evaluate(model, task.loader("test", batch_size=256))
     metadata = {
@@ -238,6 +272,8 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
         "test_token_accuracy": test["token_accuracy"],
         "history": history.to_dict(),
     }
+    if keeper is not None:
+        metadata["checkpoints"] = dict(keeper.states)
     save_checkpoint(
         path,
         model,
@@ -302,7 +338,8 @@ register(
         name="reverse-small",
         description=(
             "reverse strings of at most 8 letters: 1000 steps with label smoothing and the "
-            "paper's warm-up schedule, 1+1 layers, d_model 32 (chapter 5)"
+            "paper's warm-up schedule, 1+1 layers, d_model 32, with the weights of steps "
+            "800-1000 for checkpoint averaging (chapters 4-5)"
         ),
         task="reverse",
         task_kwargs={"n_train": 4000, "n_valid": 300, "n_test": 300},
@@ -326,6 +363,8 @@ register(
             "eval_every": 200,
             "seed": 0,
         },
+        checkpoint_every=50,
+        keep_checkpoints=5,
     )
 )
 

@@ -2,7 +2,8 @@
 
 ``loop`` (``fit`` and its steps: one update, evaluation, stopping), ``losses``,
 ``schedules`` (learning rates), ``scheduled_sampling`` (chapter 6, p57), ``checkpoint``,
-``distributed`` (DistributedDataParallel under torchrun), ``metrics``.
+``distributed`` (DistributedDataParallel under torchrun), ``metrics``, ``averaging``
+(checkpoint averaging, paper section 6.1).
 Names resolve lazily; every module's ``__all__`` is available here.
 """
 

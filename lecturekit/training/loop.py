@@ -407,6 +407,8 @@ def fit(
     train: Any,
     valid: Any = None,
     config: TrainConfig | None = None,
+    *,
+    on_step: Callable[[int, nn.Module], None] | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -418,6 +420,9 @@ def fit(
         valid: same kinds (a ``TaskData`` gives its valid split); ``None`` skips evaluation.
             When ``train`` is a ``TaskData`` and ``valid`` is None, its valid split is used.
         config: a :class:`TrainConfig` (defaults if None).
+        on_step: called as ``on_step(step, model)`` after each update (``step`` from 1),
+            before that step's evaluation; e.g. ``KeepLastCheckpoints`` of
+            :mod:`lecturekit.training.averaging` copies the weights for checkpoint averaging.
 
     Returns:
         The :class:`History`; ``history.plot()`` draws it. The model is left in eval mode.
@@ -442,6 +447,8 @@ def fit(
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if not hasattr(model, "config") or not callable(model):
         raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be callable or None, got {type(on_step).__name__}")
     auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
     if auto_valid:
         valid = train
@@ -467,6 +474,8 @@ def fit(
             step += 1
             batches_this_epoch += 1
             _train_step(run, batch, step)
+            if on_step is not None:
+                on_step(step, model)
             stop = _should_stop(run, step, steps_per_epoch)
             if stop:
                 break
