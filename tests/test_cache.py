@@ -40,6 +40,25 @@ def test_cached_steps_equal_full_recomputation(overrides, make_tiny_model):
     assert cache[1].cross_keys.shape == (3, 2, 5, 8)
 
 
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_cross_mask_is_built_once_and_a_fully_padded_source_matches(backend, make_tiny_model):
+    model = make_model(make_tiny_model, attention_backend=backend)
+    src, tgt = data()
+    src[1] = 0  # a source that is all padding: its cross attention sees nothing (zeros)
+    with torch.no_grad():
+        full = model(src, tgt, src_key_padding_mask=src == 0)
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0)
+        mask, dead = cache[0].cross_mask  # (B, 1, 1, S) additive, (B, 1, 1, 1)
+        assert mask.shape == (3, 1, 1, 5) and dead.flatten().tolist() == [False, True, False]
+        assert all(layer.cross_mask[0] is mask for layer in cache.layers)  # one for all layers
+        for t in range(tgt.size(1)):
+            step = model.decode_step(tgt[:, t], cache)
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=0)
+        selected = cache.index_select(torch.tensor([1, 0]))
+        assert torch.equal(selected[1].cross_mask[0], mask[[1, 0]])
+        assert selected[1].cross_mask[1].flatten().tolist() == [True, False]
+
+
 def test_index_select_reorders_rows(make_tiny_model):
     model = make_model(make_tiny_model)
     src, tgt = data()

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from lecturekit import causal_mask, padding_mask
-from lecturekit.model.masks import fully_masked_rows, merge_masks
+from lecturekit.model.masks import fully_masked_rows, merge_masks, prepare_mask
 
 
 def test_causal_mask_matches_torch():
@@ -64,3 +64,17 @@ def test_fully_masked_rows_are_found_and_neutralised():
     assert dead.flatten().tolist() == [False, True, False]
     assert torch.isfinite(fixed[0, 0, 1]).all() and torch.isneginf(fixed[0, 0, 2, 0])
     assert fully_masked_rows(torch.zeros(1, 2, 2))[1] is None
+
+
+def test_prepare_mask_is_merge_then_dead_rows():
+    padding = torch.tensor([[False, True, False], [True, True, True]])  # row 1: all padding
+    mask, dead = prepare_mask((2, 4, 1, 3), torch.float32, "cpu", key_padding_mask=padding)
+    expected, expected_dead = fully_masked_rows(
+        merge_masks((2, 4, 1, 3), torch.float32, "cpu", key_padding_mask=padding)
+    )
+    assert torch.equal(mask, expected) and torch.equal(dead, expected_dead)
+    assert dead.flatten().tolist() == [False, True] and torch.isfinite(mask[1]).all()
+    # no row can lose every key: no dead rows, and no reduction over the float mask
+    mask, dead = prepare_mask((2, 4, 1, 3), torch.float32, "cpu", key_padding_mask=padding[:1])
+    assert dead is None and torch.isneginf(mask[0, 0, 0, 1])
+    assert prepare_mask((2, 4, 1, 3), torch.float32, "cpu") == (None, None)

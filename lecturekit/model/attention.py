@@ -27,28 +27,11 @@ from lecturekit.model.masks import (
     causal_mask,
     check_attn_mask,
     check_key_padding_mask,
-    fully_masked_rows,
-    merge_masks,
+    prepare_mask,
     to_additive,
 )
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
-
-
-def _may_mask_whole_rows(
-    attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
-) -> bool:
-    """Cheap test on the small ``(B, Tk)`` padding mask: can a query row lose every key?
-
-    Without an ``attn_mask`` a row loses every key only if its batch row's keys are all
-    padding, or, with the causal mask (which always leaves key 0 visible), if key 0 is padding.
-    """
-    if attn_mask is not None or key_padding_mask is None:
-        return attn_mask is not None
-    if key_padding_mask.dtype != torch.bool:
-        return True
-    blocked = key_padding_mask[:, 0] if is_causal else key_padding_mask.all(dim=-1)
-    return bool(blocked.any())
 
 
 def scaled_dot_product_attention(
@@ -174,11 +157,15 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        prepared_mask: tuple[Tensor | None, Tensor | None] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of projected heads q ``(B, H, Tq, Dh)``, k/v ``(B, H, Tk, Dh)``.
 
         Returns the head outputs merged and projected, ``(B, Tq, D)``, and the per-head
         weights ``(B, H, Tq, Tk)`` when ``need_weights`` (always computed by "math").
+        ``prepared_mask``: ``prepare_mask(...)`` of these same masks, built once by the
+        caller (the KV cache's cross attention); "math" and "sdpa" then use it instead of
+        rebuilding it, "triton" still reads ``key_padding_mask``.
         """
         batch, _, tq, _ = q.shape
         tk = k.size(2)
@@ -202,17 +189,16 @@ class MultiHeadAttention(nn.Module):
             # causal only (or no mask): the fused kernel builds the same top-left mask itself
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
         else:
-            mask = merge_masks(
-                (batch, self.n_heads, tq, tk),
-                q.dtype,
-                q.device,
-                attn_mask=attn_mask,
-                key_padding_mask=key_padding_mask,
-                is_causal=is_causal,
-            )
-            dead = None
-            if _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
-                mask, dead = fully_masked_rows(mask)  # (B|1, H|1, Tq, 1) or None
+            if prepared_mask is None:
+                prepared_mask = prepare_mask(
+                    (batch, self.n_heads, tq, tk),
+                    q.dtype,
+                    q.device,
+                    attn_mask=attn_mask,
+                    key_padding_mask=key_padding_mask,
+                    is_causal=is_causal,
+                )
+            mask, dead = prepared_mask
             if backend == "math":
                 out, weights = scaled_dot_product_attention(
                     q, k, v, attn_mask=mask, dropout_p=dropout_p

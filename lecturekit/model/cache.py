@@ -6,7 +6,8 @@ step is wasted work. The cache keeps, per decoder layer,
 
 * the self-attention keys/values of all steps so far, ``(B, H, t, Dh)``;
 * the cross-attention keys/values of the encoder output, ``(B, H, S, Dh)``, computed once
-  (the memory does not change while decoding, p38-p41).
+  (the memory does not change while decoding, p38-p41), and likewise the cross-attention
+  mask built from the source padding (``lecturekit.model.masks.prepare_mask``).
 
 The self-attention part is a *static* cache, as in common inference libraries: one buffer
 ``(B, H, capacity, Dh)`` allocated up front, into which each step writes its keys/values in
@@ -33,8 +34,10 @@ class LayerKVCache:
 
     ``key_buffer``/``value_buffer`` ``(B, H, capacity, Dh)``: self-attention keys/values, of
     which the first ``length`` positions are filled; ``cross_keys``/``cross_values``
-    ``(B, H, S, Dh)``: the encoder output's keys/values. Build an empty one with
-    :meth:`empty`.
+    ``(B, H, S, Dh)``: the encoder output's keys/values; ``cross_mask``: the
+    cross-attention mask and its fully masked rows, ``prepare_mask(...)`` of the source
+    padding, ``((B, 1, 1, S), (B, 1, 1, 1) or None)``, or None to build it at every step.
+    Build an empty one with :meth:`empty`.
     """
 
     key_buffer: Tensor
@@ -42,14 +45,25 @@ class LayerKVCache:
     cross_keys: Tensor
     cross_values: Tensor
     length: int = 0
+    cross_mask: tuple[Tensor | None, Tensor | None] | None = None
 
     @classmethod
-    def empty(cls, capacity: int, cross_keys: Tensor, cross_values: Tensor) -> LayerKVCache:
+    def empty(
+        cls,
+        capacity: int,
+        cross_keys: Tensor,
+        cross_values: Tensor,
+        cross_mask: tuple[Tensor | None, Tensor | None] | None = None,
+    ) -> LayerKVCache:
         """A cache with room for ``capacity`` self-attention steps, shaped after ``cross_keys``."""
         batch, heads, _, head_dim = cross_keys.shape
         shape = (batch, heads, capacity, head_dim)
         return cls(
-            cross_keys.new_empty(shape), cross_keys.new_empty(shape), cross_keys, cross_values
+            cross_keys.new_empty(shape),
+            cross_keys.new_empty(shape),
+            cross_keys,
+            cross_values,
+            cross_mask=cross_mask,
         )
 
     @property
@@ -84,10 +98,14 @@ class LayerKVCache:
     def index_select(self, index: Tensor) -> LayerKVCache:
         """A new cache whose row i is this cache's row ``index[i]``, with the same capacity
         (only the filled positions are copied)."""
+        cross_mask = self.cross_mask
+        if cross_mask is not None:  # (B, 1, 1, S) and (B, 1, 1, 1) or None
+            cross_mask = tuple(m if m is None else m.index_select(0, index) for m in cross_mask)
         selected = LayerKVCache.empty(
             self.key_buffer.size(2),
             self.cross_keys.index_select(0, index),
             self.cross_values.index_select(0, index),
+            cross_mask,
         )
         selected.append(
             self.self_keys.index_select(0, index), self.self_values.index_select(0, index)

@@ -285,6 +285,8 @@ class DecoderLayer(nn.Module):
                 attn_mask=attn_mask,
                 key_padding_mask=key_padding_mask,
                 need_weights=need_weights,
+                # the source padding's mask, built once by init_cache, not at every step
+                prepared_mask=cache.cross_mask if attn_mask is None else None,
             )
         return self.dropout2(out)
 
@@ -305,8 +307,9 @@ class DecoderLayer(nn.Module):
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
         Masks are keyword-only, in torch's order. With ``cache``, ``tgt`` holds only the new
-        positions, ``memory`` is not used, and ``tgt_mask``/``tgt_key_padding_mask`` must be
-        None (the cache applies causality).
+        positions, ``memory`` is not used, ``tgt_mask``/``tgt_key_padding_mask`` must be
+        None (the cache applies causality) and ``memory_key_padding_mask`` must be the one
+        the cache was built with (its ``cross_mask``).
         """
 
         def self_attention(x: Tensor) -> Tensor:

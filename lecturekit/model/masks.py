@@ -42,6 +42,7 @@ __all__ = [
     "to_additive",
     "merge_masks",
     "fully_masked_rows",
+    "prepare_mask",
 ]
 
 # largest value a float mask may hold (see _check_mask_values)
@@ -202,3 +203,48 @@ def fully_masked_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None
     if not bool(dead.any()):
         return mask, None
     return mask.masked_fill(dead, 0.0), dead
+
+
+def _may_mask_whole_rows(
+    attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
+) -> bool:
+    """Cheap test on the small ``(B, Tk)`` padding mask: can a query row lose every key?
+
+    Without an ``attn_mask`` a row loses every key only if its batch row's keys are all
+    padding, or, with the causal mask (which always leaves key 0 visible), if key 0 is padding.
+    """
+    if attn_mask is not None or key_padding_mask is None:
+        return attn_mask is not None
+    if key_padding_mask.dtype != torch.bool:
+        return True
+    blocked = key_padding_mask[:, 0] if is_causal else key_padding_mask.all(dim=-1)
+    return bool(blocked.any())
+
+
+def prepare_mask(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+) -> tuple[Tensor | None, Tensor | None]:
+    """``merge_masks`` then ``fully_masked_rows``: what attention adds to its scores.
+
+    Returns ``(mask, dead)``: the additive mask broadcastable to ``shape = (B, H, Tq, Tk)``
+    (or None) with its fully masked rows set to 0, and those rows (True = write a zero
+    output) or None. The KV cache builds the cross-attention one once per generation, since
+    the source padding does not change from step to step.
+    """
+    mask = merge_masks(
+        shape,
+        dtype,
+        device,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+    )
+    if not _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
+        return mask, None
+    return fully_masked_rows(mask)  # dead: (B|1, H|1, Tq, 1) or None

@@ -23,7 +23,12 @@ from lecturekit.model.layers import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
 )
-from lecturekit.model.masks import check_attn_mask, check_key_padding_mask, padding_mask
+from lecturekit.model.masks import (
+    check_attn_mask,
+    check_key_padding_mask,
+    padding_mask,
+    prepare_mask,
+)
 
 __all__ = ["Transformer"]
 
@@ -316,10 +321,17 @@ class Transformer(nn.Module):
         )
         check_int("capacity", capacity, minimum=1, optional=True)
         capacity = self.config.max_len if capacity is None else capacity
+        # the cross-attention mask of every step: additive (B, 1, 1, S), built once
+        cross_mask = prepare_mask(
+            (batch, self.config.n_heads, 1, memory.size(1)),
+            memory.dtype,
+            memory.device,
+            key_padding_mask=memory_key_padding_mask,
+        )
         layers = []
         for layer in self.decoder.layers:
             cross_keys, cross_values = layer.cross_attn.project_kv(memory)  # (B, H, S, Dh)
-            layers.append(LayerKVCache.empty(capacity, cross_keys, cross_values))
+            layers.append(LayerKVCache.empty(capacity, cross_keys, cross_values, cross_mask))
         return KVCache(layers, batch, memory_key_padding_mask)
 
     def decode_step(self, tokens: Tensor, cache: KVCache, *, validate: bool = True) -> Tensor:
