@@ -140,6 +140,15 @@ def min_layers_to_connect(kind: str, n: int, *, k: int = 3, d: int = 4, seed: in
     check_int("n", n, minimum=2)
     check_int("k", k, minimum=2)
     check_int("d", d, minimum=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
+    try:
+        return _min_depth(kind, n, k, d, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _min_depth(kind: str, n: int, k: int, d: int, seed: int) -> int:
     generator = torch.Generator().manual_seed(seed)
 
     def reaches(depth: int) -> bool:
