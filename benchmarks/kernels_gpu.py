@@ -10,9 +10,12 @@ Usage (on a machine with a CUDA GPU, triton installed, TRITON_INTERPRET unset):
 2. FlashAttention TFLOP/s, forward and forward+backward, against
    ``torch.nn.functional.scaled_dot_product_attention`` restricted to its flash backend; bf16,
    head dims 64 and 128, sequence 1k to 16k, causal and not. FLOPs = 4 * B * H * N^2 * D,
-   halved when causal, x3.5 for forward+backward (the backward pass recomputes S = QK^T and runs
-   four more matrix products: five against the forward's two, 2.5x; 3.5x in all). Batch *
-   sequence = 16k tokens, H * D = 2048.
+   halved when causal, x3.5 for forward+backward: the convention of Dao-AILab/flash-attention's
+   benchmarks/benchmark_flash_attention.py, which counts FlashAttention-2's backward (recompute
+   S = QK^T, then four more matrix products: five against the forward's two, 2.5x; 3.5x in
+   all). lecturekit's backward runs two kernels that each recompute S and dP (seven products,
+   4.5x in all), so its TFLOP/s is "effective" under that convention, as fair to SDPA as the
+   FlashAttention project's own numbers. Batch * sequence = 16k tokens, H * D = 2048.
 3. Softmax and LayerNorm forward bandwidth (GB/s) against torch and against a measured
    device-to-device copy of the same bytes.
 

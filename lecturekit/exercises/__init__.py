@@ -214,7 +214,8 @@ def show(exercise_id: str) -> None:
     result = "返回" if ex.kind == "function" else "答案的形式"
     if ex.launch is not None:  # a kernel writes its result; the checker reads it back
         what, result = "写一个核函数", "检查器读回的结果"
-    print(f"练习 {ex.id}（第 {ex.chapter} 章）：{ex.title}")
+    where = "附录" if ex.chapter == 8 else f"第 {ex.chapter} 章"  # the appendix is notebook 08
+    print(f"练习 {ex.id}（{where}）：{ex.title}")
     print(f"要求：{what}。")
     print(ex.prompt)
     print(f"{result}：{ex.returns.describe()}。")

@@ -81,7 +81,7 @@ register(
         title="合并两段的在线 softmax 状态",
         prompt=(
             "一行分数被切成两段。每段有状态 (m, l)：m 是这一段的最大值，l = Σ exp(x - m)。"
-            "写 merge(m1, l1, m2, l2)，返回整行的 (m, l)。\n"
+            "写 merge_softmax_state(m1, l1, m2, l2)，返回整行的 (m, l)。\n"
             "四个参数是形状相同的 float64 张量，每个元素对应一行（形状可以是 ()、(R,) 或更多维）。"
             "被完全遮住的段 m = -inf、l = 0：一段被遮住时，结果就是另一段的状态；"
             "两段都被遮住时结果是 (-inf, 0)，不能出现 NaN。"
@@ -137,7 +137,7 @@ register(
         title="数一数朴素注意力搬运的字节",
         prompt=(
             "不融合的注意力（一个头，Nq = Nk = n，头维度 d）：读 Q、K，算出分数 S 写回显存；"
-            "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_bytes(n, d, bytes_per_element)，"
+            "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_attention_bytes(n, d, bytes_per_element)，"
             "返回这些步骤一共读写的字节数。n、d、bytes_per_element 都是正整数。"
         ),
         hint=(

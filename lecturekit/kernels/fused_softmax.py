@@ -5,12 +5,14 @@ Computes ``y = softmax(x * scale + mask)`` along the last dimension of ``x`` vie
 
 Memory traffic
 --------------
-In eager PyTorch, ``torch.softmax(x * scale + mask, -1)`` runs several kernels (scale, add,
-max, subtract/exp, sum, divide), and each one reads and writes a whole ``(R, N)`` tensor from
-and to DRAM: roughly 5 reads and 4 writes of ``R * N`` elements. Softmax does ~5 flops per
-element, far below what a GPU can do per byte loaded, so its speed is set by bytes moved.
-The fused kernel reads ``x`` (and the mask) once and writes ``y`` once: ``2 * R * N``
-elements (plus the mask), the minimum. Its bandwidth can therefore approach that of a plain
+In eager PyTorch, ``torch.softmax(x * scale + mask, -1)`` runs three kernels (scale, add the
+mask, softmax), about 4 reads and 3 writes of ``R * N`` elements: the two intermediate
+results go to DRAM and come back. ``torch.softmax`` itself is already one fused kernel (max,
+exp, sum and divide in one pass); only a softmax written out of separate max/exp/sum/divide
+calls (Triton tutorial 02's ``naive_softmax``) reads and writes the whole tensor at every
+step. Softmax does ~5 flops per element, far below what a GPU can do per byte loaded, so its
+speed is set by bytes moved. The fused kernel reads ``x`` and the mask once and writes ``y``
+once: ``3 * R * N`` elements with a mask, ``2 * R * N`` without, the minimum. Its bandwidth can therefore approach that of a plain
 device-to-device copy, which is the yardstick of ``benchmarks/kernels_gpu.py``.
 
 Algorithm
@@ -23,8 +25,8 @@ One program handles one row.
 * Longer rows are processed in blocks of ``BLOCK_N`` columns with the *online softmax*: each
   lane keeps a running maximum ``m`` and a running sum ``s`` of ``exp(z - m)``; when a new
   block raises the maximum to ``m'``, the old sum is rescaled by ``exp(m - m')``. A second
-  pass over the row writes ``exp(z - m) / s``. This reads ``x`` twice (the second read is
-  usually served by the L2 cache).
+  pass over the row writes ``exp(z - m) / s``. This reads ``x`` twice (the second read may
+  be served by the L2 cache; not measured).
 
 Masked entries get the logit ``-inf``, so they contribute ``exp(-inf) = 0``. A row whose
 entries are *all* masked would compute ``0 / 0``; we define its output as all zeros (no NaN),
