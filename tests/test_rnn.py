@@ -48,6 +48,17 @@ def test_tanh_rnn_gradient_vanishes_with_distance_for_small_gain():
     assert norms[-1] < 1e-8 * norms[0]
 
 
+def test_input_scale_leaves_a_linear_rnn_alone_and_saturates_a_tanh_rnn():
+    # a linear RNN's Jacobians do not depend on the inputs
+    base = rnn_gradient_norms(20, gain=1.0, nonlinearity="linear", seed=3)
+    scaled = rnn_gradient_norms(20, gain=1.0, nonlinearity="linear", seed=3, input_scale=2.0)
+    torch.testing.assert_close(scaled, base)
+    # a tanh RNN: larger inputs, smaller tanh', faster decay with distance
+    tanh1 = rnn_gradient_norms(20, gain=1.0, seed=3)
+    tanh2 = rnn_gradient_norms(20, gain=1.0, seed=3, input_scale=2.0)
+    assert tanh2[-1] / tanh2[0] < 0.5 * (tanh1[-1] / tanh1[0])
+
+
 def test_gradient_norms_match_brute_force_jacobian():
     w_h, w_x = make_rnn_weights(32, 8, 1.3, seed=0)
     norms = rnn_gradient_norms(4, gain=1.3, batch_size=1, seed=0)
@@ -77,6 +88,7 @@ def test_linear_context_holds_at_most_hidden_over_input_positions():
         ({"seq_len": 3.0}, TypeError),
         ({"seq_len": 3, "gain": -1.0}, ValueError),
         ({"seq_len": 3, "nonlinearity": "relu"}, ValueError),
+        ({"seq_len": 3, "input_scale": 0.0}, ValueError),
     ],
 )
 def test_bad_arguments_raise(kwargs, error):

@@ -136,6 +136,45 @@ def test_model_rejects_bad_input() -> None:
         RNNSeq2SeqConfig(8, 9, attention=1)
 
 
+@pytest.mark.parametrize("attention", [False, True])
+def test_left_padded_src_is_rejected_not_misread(attention: bool) -> None:
+    model = _tiny(attention)
+    right = torch.tensor([[4, 5, 6, 0, 0]])
+    left = torch.tensor([[0, 0, 4, 5, 6]])  # the encoder would read two <pad> first
+    hole = torch.tensor([[4, 0, 5, 6, 0]])  # a <pad> between real tokens
+    model.encode(right)  # fine
+    for src in (left, hole):
+        with pytest.raises(ValueError, match="src must be right-padded.*pad_id = 0"):
+            model.encode(src)
+        with pytest.raises(ValueError, match="src must be right-padded"):
+            greedy(model, src, 4)
+        with pytest.raises(ValueError, match="src must be right-padded"):
+            model(src, torch.tensor([[1, 4]]))
+
+
+@pytest.mark.parametrize("attention", [False, True])
+def test_src_key_padding_mask_must_be_bool_right_padded_and_of_src_shape(attention: bool) -> None:
+    model = _tiny(attention)
+    src = torch.tensor([[4, 5, 6, 7], [7, 4, 0, 0]])
+    good = src == 0
+    state = model.encode(src, src_key_padding_mask=good)
+    torch.testing.assert_close(state.last, model.encode(src).last)
+    hole = torch.tensor([[False, False, True, False], [False, False, True, True]])
+    with pytest.raises(
+        ValueError, match=r"src_key_padding_mask must be right-padded.*row\(s\) \[0\]"
+    ):
+        model.encode(src, src_key_padding_mask=hole)
+    left = torch.tensor([[False, False, False, False], [True, True, False, False]])
+    with pytest.raises(ValueError, match="src_key_padding_mask must be right-padded"):
+        greedy(model, src, 4, src_key_padding_mask=left)
+    with pytest.raises(ValueError, match=r"src_key_padding_mask must have the shape of src"):
+        model.encode(src, src_key_padding_mask=good[:, :3])
+    with pytest.raises(TypeError, match="src_key_padding_mask must be a bool tensor"):
+        model.encode(src, src_key_padding_mask=good.float())
+    with pytest.raises(ValueError, match="src_key_padding_mask has a row with no real token"):
+        model.encode(src, src_key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
+
+
 def test_training_learns_a_tiny_copy_task_and_exact_match_counts_by_length() -> None:
     torch.manual_seed(0)
     pairs = [([4 + a, 4 + b], [4 + a, 4 + b]) for a in range(3) for b in range(3)]

@@ -164,17 +164,52 @@ class RNNSeq2Seq(nn.Module):
         if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
             raise ValueError(f"{name} ids must lie in [0, {vocab_size}); check the vocabulary")
 
-    def encode(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> _State:
-        """Run the encoder over ``src (B, S)`` (right-padded); the state of step 0.
+    def _padding(self, src: Tensor, src_key_padding_mask: Tensor | None) -> Tensor:
+        """The ``(B, S)`` bool padding mask of right-padded ``src``, checked.
 
-        The encoder's last state is taken at each row's last real token, so padding
-        never enters the context of the model without attention.
+        The encoder reads left to right and the last state is taken at ``length - 1``,
+        so only right padding gives the right answer: a real token after padding (left
+        padding, or a hole in the mask) is rejected rather than silently misread.
+        """
+        if src_key_padding_mask is None:
+            padding, name = src == self.pad_id, "src"
+            fix = f"put pad_id = {self.pad_id} only after the last real token of each row"
+        else:
+            padding, name = src_key_padding_mask, "src_key_padding_mask"
+            if not isinstance(padding, Tensor) or padding.dtype != torch.bool:
+                got = padding.dtype if isinstance(padding, Tensor) else type(padding).__name__
+                raise TypeError(
+                    f"src_key_padding_mask must be a bool tensor (True = padding), got {got}; "
+                    "pass e.g. src == pad_id"
+                )
+            if padding.shape != src.shape:
+                raise ValueError(
+                    f"src_key_padding_mask must have the shape of src (B, S)="
+                    f"{tuple(src.shape)}, got {tuple(padding.shape)}"
+                )
+            fix = "True may only follow the last real token of each row"
+        holes = (padding[:, :-1] & ~padding[:, 1:]).any(dim=1)  # (B,) real token after padding
+        if bool(holes.any()):
+            raise ValueError(
+                f"{name} must be right-padded (the GRU encoder reads left to right), but a "
+                f"real token follows padding in row(s) {holes.nonzero().flatten().tolist()}; "
+                f"{fix}"
+            )
+        if bool(padding.all(dim=1).any()):
+            raise ValueError(f"{name} has a row with no real token; every source needs one")
+        return padding
+
+    def encode(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> _State:
+        """Run the encoder over ``src (B, S)``, right-padded; the state of step 0.
+
+        ``src_key_padding_mask`` ``(B, S)`` bool, True = padding (default ``src == pad_id``)
+        must be True only after each row's last real token. The encoder's last state is
+        taken at that token, so padding never enters the context of the model without
+        attention. Left padding or a hole in the mask raises ``ValueError``.
         """
         self._check_ids("src", src, self.config.src_vocab_size)
-        padding = src == self.pad_id if src_key_padding_mask is None else src_key_padding_mask
+        padding = self._padding(src, src_key_padding_mask)  # (B, S)
         lengths = (~padding).sum(dim=1)  # (B,)
-        if bool((lengths == 0).any()):
-            raise ValueError("src has a row with no real token; every source needs one")
         memory, _ = self.encoder(self.src_embed(src))  # (B, S, H)
         last = memory[torch.arange(src.shape[0]), lengths - 1]  # (B, H)
         return _State(s=last, memory=memory, padding=padding, last=last)
