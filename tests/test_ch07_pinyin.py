@@ -114,9 +114,12 @@ def test_transformer_ime_candidates_match_greedy_and_are_ranked(ime) -> None:
         probs = [p for _, p in row]
         assert len(row) == 5 and probs == sorted(probs, reverse=True) and sum(probs) <= 1
     greedy_ime = TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=1)
-    src = ime.encode(inputs)
-    tokens = greedy(ime.model, src, 5)
-    assert greedy_ime.candidates(inputs, 1) == [[ime.tgt_vocab.decode(r)] for r in tokens]
+    one_by_one = [
+        [ime.tgt_vocab.decode(greedy(ime.model, ime.encode([p]), len(p.split()) + 1)[0])]
+        for p in inputs
+    ]
+    assert greedy_ime.candidates(inputs, 1) == one_by_one  # batching changes nothing
+    assert ime.candidates(inputs[::-1], 5) == [[w for w, _ in row] for row in scored[::-1]]
     with pytest.raises(ValueError, match="at most 1"):
         greedy_ime.candidates(inputs, 2)
     assert candidate_bar(ime, "yin hang").startswith("yin hang") and "1.银行" in candidate_bar(

@@ -174,8 +174,8 @@ class TransformerIME:
     """A trained :class:`lecturekit.Transformer` (syllables in, characters out) as an IME.
 
     ``beam_size = 1`` decodes greedily (one candidate); otherwise beam search returns up to
-    ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of
-    ``batch_size``; the output is at most one character per syllable plus EOS long.
+    ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
+    ``batch_size``.
     """
 
     def __init__(
@@ -198,26 +198,36 @@ class TransformerIME:
         )
 
     def scored_candidates(self, pinyins: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-        """For each input, up to ``k`` (word, probability) pairs, most probable first."""
+        """For each input, up to ``k`` (word, probability) pairs, most probable first.
+
+        Inputs are decoded in batches of equal length (no padding), each for at most one
+        character per syllable plus EOS, so an input's answer does not depend on the others.
+        """
         _check_k(k, self.max_candidates)
-        out: list[list[tuple[str, float]]] = []
-        for start in range(0, len(pinyins), self.batch_size):
-            chunk = list(pinyins[start : start + self.batch_size])
-            src = self.encode(chunk)
-            max_len = max(len(p.split()) for p in chunk) + 1  # one character per syllable + EOS
-            if self.beam_size == 1:
-                tokens, log_probs = greedy(self.model, src, max_len, return_scores=True)
-                out += [
-                    [(self.tgt_vocab.decode(row), math.exp(lp))]
-                    for row, lp in zip(tokens, log_probs.tolist(), strict=True)
-                ]
-                continue
-            results = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
-            out += [
-                [(self.tgt_vocab.decode(h.tokens), math.exp(h.log_prob)) for h in hyps]
-                for hyps in results
-            ]
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for i, pinyin in enumerate(pinyins):
+            by_length[len(pinyin.split())].append(i)
+        out: list[list[tuple[str, float]]] = [[] for _ in pinyins]
+        for length, indices in sorted(by_length.items()):
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start : start + self.batch_size]
+                src = self.encode([pinyins[i] for i in chunk])  # (B, length)
+                for i, row in zip(chunk, self._decode(src, length + 1, k), strict=True):
+                    out[i] = row
         return out
+
+    def _decode(self, src: torch.Tensor, max_len: int, k: int) -> list[list[tuple[str, float]]]:
+        if self.beam_size == 1:
+            tokens, log_probs = greedy(self.model, src, max_len, return_scores=True)
+            return [
+                [(self.tgt_vocab.decode(row), math.exp(lp))]
+                for row, lp in zip(tokens, log_probs.tolist(), strict=True)
+            ]
+        results = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
+        return [
+            [(self.tgt_vocab.decode(h.tokens), math.exp(h.log_prob)) for h in hyps]
+            for hyps in results
+        ]
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         return [[w for w, _ in row] for row in self.scored_candidates(pinyins, k)]
