@@ -48,7 +48,6 @@ __all__ = [
     "char_vocab",
     "syllable_vocab",
     "training_pairs",
-    "make_task",
     "cache_dir",
     "VIEWS",
 ]
@@ -274,7 +273,7 @@ def syllable_vocab(words: Sequence[Word]) -> WordVocab:
 def training_pairs(
     words: Sequence[Word],
     n: int,
-    alpha: float = 0.75,
+    alpha: float = 0.5,
     seed: int = 0,
     vocab: CharVocab | None = None,
 ) -> list[tuple[str, str]]:
@@ -304,12 +303,12 @@ def make_task(
     n_test: int | None = None,
     seed: int = 0,
     vocab_size: int = 4000,
-    alpha: float = 0.75,
+    alpha: float = 0.5,
 ):
     """The pinyin task as a :class:`lecturekit.data.TaskData` (``make_task("pinyin", ...)``).
 
     ``train``: ``n_train`` pairs from :func:`training_pairs` with ``alpha`` (default 600 000
-    pairs, ``alpha`` 0.75); ``valid``:
+    pairs, ``alpha`` 0.5: by the square root of the frequency); ``valid``:
     ``n_valid`` held-out valid words drawn by frequency (default 500); ``test``: the first
     ``n_test`` words of the ``"freq"`` view (default 1000). Pairs whose word has a character
     outside the output vocabulary (the ``vocab_size`` most frequent training characters) are
