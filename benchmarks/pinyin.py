@@ -29,7 +29,7 @@ import time
 import torch
 
 from lecturekit import pretrained
-from lecturekit.chapters.ch07_pinyin import (
+from lecturekit.chapters.capstone_pinyin import (
     HmmBaseline,
     LookupBaseline,
     TransformerIME,

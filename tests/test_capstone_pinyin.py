@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from lecturekit import pretrained
-from lecturekit.chapters.ch07_pinyin import (
+from lecturekit.chapters.capstone_pinyin import (
     HmmBaseline,
     LookupBaseline,
     TransformerIME,
     UnigramBaseline,
     candidate_bar,
+    hmm_k_best,
     compare,
     cross_attention,
     evaluate,
@@ -86,6 +87,25 @@ def test_hmm_uses_its_own_spelling_of_u_umlaut() -> None:
     assert hmm.candidates(["qqq"], 3) == [[]]  # not a syllable: no answer, no crash
 
 
+def test_fast_viterbi_gives_the_package_viterbi_scores() -> None:
+    """The package's own pure-Python viterbi is the reference: the same k best scores, and
+    the same paths wherever the scores are not tied."""
+    from Pinyin2Hanzi import viterbi
+
+    hmm = HmmBaseline()
+    for pinyin in ("shi shi", "ji qi xue xi", "yin hang", "lv se", "yi", "zhong hua ren min"):
+        observations = hmm.spell(pinyin)
+        ours = hmm_k_best(hmm.params, observations, 4)
+        theirs = viterbi(hmm.params, observations, path_num=4, log=True)
+        assert [score for score, _ in ours] == [item.score for item in theirs]
+        scores = [score for score, _ in ours]
+        for i, (score, text) in enumerate(ours):
+            if scores.count(score) == 1:
+                assert text == "".join(theirs[i].path), pinyin
+    with pytest.raises(ValueError, match="k"):
+        hmm_k_best(hmm.params, ["shi"], 0)
+
+
 def test_evaluate_weights_repeats_and_scores_cer_of_the_first_candidate() -> None:
     ime = FixedIME({"shi shi": ["事实", "实施"], "ji qi": ["机器"], "xue xi": []})
     words = [WORDS[2], WORDS[2], WORDS[4], Word("学习", "xue xi", 30)]  # 实施 twice
@@ -115,7 +135,7 @@ def test_transformer_ime_candidates_match_greedy_and_are_ranked(ime) -> None:
         assert len(row) == 5 and probs == sorted(probs, reverse=True) and sum(probs) <= 1
     greedy_ime = TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=1)
     one_by_one = [
-        [ime.tgt_vocab.decode(greedy(ime.model, ime.encode([p]), len(p.split()) + 1)[0])]
+        [ime.tgt_vocab.decode(greedy(ime.model, ime.encode([p]), len(p.split()) + 1).tokens[0])]
         for p in inputs
     ]
     assert greedy_ime.candidates(inputs, 1) == one_by_one  # batching changes nothing
@@ -134,11 +154,37 @@ def test_step_by_step_decoding_and_cross_attention(ime) -> None:
     assert steps[-1][1][0][0] == "<eos>"
     assert written == ime.candidates(["xue xi"], 1)[0][0]  # greedy, one step at a time
     for _, best in steps:
-        assert math.isclose(sum(p for _, p in best), sum(p for _, p in best)) and best[0][1] <= 1
+        probs = [p for _, p in best]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
+    # teacher forcing: the decoder reads the given characters, whatever it prefers
+    forced = next_char_steps(ime, "ji qi xue xi", top=2, text="机器学习")
+    assert [prefix for prefix, _ in forced] == ["", "机", "机器", "机器学", "机器学习"]
+    # each step's distribution equals the teacher-forced forward pass of the whole word
+    src = ime.encode(["ji qi xue xi"])
+    tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode("机器学习")]])
+    probs = torch.softmax(ime.model(src, tgt_in).double(), dim=-1)[0]  # (5, V)
+    for t, (_, best) in enumerate(forced):
+        top = torch.topk(probs[t], 2)
+        assert [c for c, _ in best] == [ime.tgt_vocab.itos[i] for i in top.indices.tolist()]
+        assert [p for _, p in best] == pytest.approx(top.values.tolist(), abs=1e-6)
     weights = cross_attention(ime, "ji qi xue xi", "机器学习")
     layers, heads = ime.model.config.n_decoder_layers, ime.model.config.n_heads
     assert weights.shape == (layers, heads, 5, 4)
     torch.testing.assert_close(weights.sum(-1), torch.ones(layers, heads, 5))
+
+
+def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:
+    for system in (ime, UnigramBaseline(WORDS), LookupBaseline(WORDS)):
+        with pytest.raises(TypeError, match="pinyins: expected a list"):
+            system.candidates("shi shi", 1)  # a single string, not a list
+    with pytest.raises(ValueError, match="syllables the model does not know: \\['shì'\\]"):
+        ime.candidates(["shì shi"], 1)
+    with pytest.raises(ValueError, match="at least one syllable"):
+        ime.candidates(["  "], 1)
+    with pytest.raises(ValueError, match="k: expected a positive int"):
+        ime.candidates(["shi"], 0)
+    with pytest.raises(ValueError, match="not in the vocabulary|outside"):
+        next_char_steps(ime, "shi", text="\u9fff")
 
 
 def test_shipped_model_beats_the_unigram_baseline_on_held_out_words(ime, pinyin_split) -> None:

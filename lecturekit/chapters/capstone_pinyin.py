@@ -1,4 +1,4 @@
-"""Chapter 7 (capstone): a pinyin input method made of the book's Transformer, and baselines.
+"""The capstone chapter: a pinyin input method made of the book's Transformer, and baselines.
 
 Every system answers the same question, ``candidates(pinyins, k)``: for each toneless pinyin
 string (``"shi shi"``) its ``k`` best words, best first, like an input method's candidate bar.
@@ -25,17 +25,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from lecturekit.data.pinyin import Word
 from lecturekit.decoding import beam_search, greedy
-from lecturekit.metrics import edit_distance
+from lecturekit.training.metrics import edit_distance
 
 __all__ = [
     "IME",
     "UnigramBaseline",
     "LookupBaseline",
     "HmmBaseline",
+    "hmm_k_best",
     "TransformerIME",
     "Scores",
     "evaluate",
@@ -54,6 +56,16 @@ class IME(Protocol):
     max_candidates: int
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]: ...
+
+
+def _check_pinyins(pinyins: Sequence[str]) -> list[str]:
+    """``pinyins`` as a list of strings; a single string is refused (it is a common slip:
+    ``candidates("shi shi", 5)`` would decode each letter)."""
+    if isinstance(pinyins, str) or not all(isinstance(p, str) for p in pinyins):
+        raise TypeError(
+            f"pinyins: expected a list of pinyin strings such as ['shi shi'], got {pinyins!r}"
+        )
+    return list(pinyins)
 
 
 def _check_k(k: int, limit: int | None = None) -> None:
@@ -91,8 +103,9 @@ class UnigramBaseline:
             self.ranked[syllable] = [(c, math.log(n / total)) for c, n in ranked]
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input its ``k`` best words (``[]`` if a syllable was never seen)."""
         _check_k(k)
-        return [self._one(pinyin, k) for pinyin in pinyins]
+        return [self._one(pinyin, k) for pinyin in _check_pinyins(pinyins)]
 
     def _one(self, pinyin: str, k: int) -> list[str]:
         beams = [("", 0.0)]
@@ -121,8 +134,9 @@ class LookupBaseline:
         }
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input the ``k`` most frequent training words with exactly that pinyin."""
         _check_k(k)
-        return [self.table.get(pinyin, [])[:k] for pinyin in pinyins]
+        return [self.table.get(pinyin, [])[:k] for pinyin in _check_pinyins(pinyins)]
 
 
 class HmmBaseline:
@@ -133,6 +147,10 @@ class HmmBaseline:
     his own corpus. Decoding is Viterbi keeping ``k`` paths. Its spelling of ü differs from
     pypinyin's after j/q/x/y (``xve`` for 学, not ``xue``): syllables are converted with the
     package's own ``simplify_pinyin``.
+
+    The package's own ``viterbi`` loops over every pair of characters and every kept path in
+    pure Python (seconds for a four-syllable word); :func:`hmm_k_best` runs the same
+    recursion on the same parameters with numpy, giving the same scores.
     """
 
     name = "HMM (Pinyin2Hanzi)"
@@ -153,16 +171,65 @@ class HmmBaseline:
         return [self._p2h.simplify_pinyin(s) for s in pinyin.split()]
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input the HMM's ``k`` best paths (``[]`` for a syllable it does not know)."""
         _check_k(k)
         out = []
-        for pinyin in pinyins:
+        for pinyin in _check_pinyins(pinyins):
             observations = self.spell(pinyin)
             if not all(o in self.params.py2hz_dict for o in observations):
                 out.append([])  # a syllable the package does not know
                 continue
-            paths = self._p2h.viterbi(self.params, observations, path_num=k, log=True)
-            out.append(["".join(item.path) for item in paths][:k])
+            out.append([text for _, text in hmm_k_best(self.params, observations, k)])
         return out
+
+
+def _log_transitions(params: Any, states: Sequence[str], new: Sequence[str]) -> np.ndarray:
+    """``(P, C)`` log transition probabilities from ``states`` to ``new``, floored as the
+    package floors them. Reads ``DefaultHmmParams.transition_dict`` directly, with the
+    fallbacks of its ``transition`` method (the row's default, then the global default)."""
+    table = params.transition_dict
+    data, default = table["data"], float(table["default"])
+    probs = np.full((len(states), len(new)), default)
+    for i, a in enumerate(states):
+        row = data.get(a)
+        if row is not None:
+            fallback = float(row.get("default", default))
+            probs[i] = [float(row.get(b, fallback)) for b in new]
+    return np.log(np.maximum(probs, 3.14e-200))
+
+
+def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[float, str]]:
+    """The ``k`` best (log score, characters) paths of an HMM, best first.
+
+    ``params``: a ``Pinyin2Hanzi.DefaultHmmParams`` (``get_states``, ``start``, ``emission``,
+    ``transition``); ``observations``: syllables in its spelling. The recursion of the
+    package's ``viterbi(..., path_num=k, log=True)``: for every state the ``k`` best paths
+    ending in it are kept; a path's score is ``log start + sum log emission + sum log
+    transition``, each probability floored at the package's ``min_prob``. Per step the
+    candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
+    """
+    _check_k(k)
+
+    def log(p: float) -> float:
+        return math.log(max(p, 3.14e-200))  # the package's min_prob
+
+    states = params.get_states(observations[0])
+    scores = np.array(
+        [log(params.start(s)) + log(params.emission(s, observations[0])) for s in states]
+    )  # (M,)
+    paths, ends = [[s] for s in states], list(range(len(states)))  # ends: last state's index
+    for obs in observations[1:]:
+        new = params.get_states(obs)
+        trans = _log_transitions(params, states, new)  # (P, C)
+        emit = np.array([log(params.emission(b, obs)) for b in new])  # (C,)
+        cand = scores[:, None] + trans[ends] + emit[None, :]  # (M, C)
+        best = np.argsort(-cand, axis=0, kind="stable")[: min(k, len(scores))]  # (k, C)
+        kept = [(int(m), c) for c in range(len(new)) for m in best[:, c]]
+        scores = np.array([cand[m, c] for m, c in kept])
+        paths = [paths[m] + [new[c]] for m, c in kept]
+        ends, states = [c for _, c in kept], new
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(float(scores[i]), "".join(paths[i])) for i in order]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,10 +256,23 @@ class TransformerIME:
         self.batch_size = 256
 
     def encode(self, pinyins: Sequence[str]) -> torch.Tensor:
-        """Pinyin strings -> padded source ids ``(B, S)`` (unknown syllables -> ``<unk>``)."""
-        rows = [self.src_vocab.encode(p) for p in pinyins]
-        if any(not row for row in rows):
-            raise ValueError("pinyins: every input needs at least one syllable")
+        """Pinyin strings -> padded source ids ``(B, S)``.
+
+        Raises ``ValueError`` for an empty input or a syllable outside the model's input
+        vocabulary (toneless, lower case, ü written ``v``: ``"lv"``, ``"nve"``).
+        """
+        rows = []
+        for pinyin in _check_pinyins(pinyins):
+            syllables = pinyin.split()
+            if not syllables:
+                raise ValueError("pinyins: every input needs at least one syllable, got ''")
+            unknown = [s for s in syllables if s not in self.src_vocab.stoi]
+            if unknown:
+                raise ValueError(
+                    f"pinyins: {pinyin!r} has syllables the model does not know: {unknown}; "
+                    "write toneless lower-case pinyin separated by spaces, ü as v ('lv')"
+                )
+            rows.append(self.src_vocab.encode(pinyin))
         return torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(r) for r in rows], batch_first=True, padding_value=self.src_vocab.pad_id
         )
@@ -204,6 +284,7 @@ class TransformerIME:
         character per syllable plus EOS, so an input's answer does not depend on the others.
         """
         _check_k(k, self.max_candidates)
+        pinyins = _check_pinyins(pinyins)
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, pinyin in enumerate(pinyins):
             by_length[len(pinyin.split())].append(i)
@@ -217,19 +298,21 @@ class TransformerIME:
         return out
 
     def _decode(self, src: torch.Tensor, max_len: int, k: int) -> list[list[tuple[str, float]]]:
+        """Decode ``src (B, S)``: per row up to ``k`` (word, probability) pairs."""
         if self.beam_size == 1:
-            tokens, log_probs = greedy(self.model, src, max_len, return_scores=True)
+            out = greedy(self.model, src, max_len)  # tokens (B, T), scores (B,) log P
             return [
                 [(self.tgt_vocab.decode(row), math.exp(lp))]
-                for row, lp in zip(tokens, log_probs.tolist(), strict=True)
+                for row, lp in zip(out.tokens.tolist(), out.scores.tolist(), strict=True)
             ]
-        results = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
+        out = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
         return [
             [(self.tgt_vocab.decode(h.tokens), math.exp(h.log_prob)) for h in hyps]
-            for hyps in results
+            for hyps in out.hypotheses
         ]
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input up to ``k`` words, most probable first (the n-best list)."""
         return [[w for w, _ in row] for row in self.scored_candidates(pinyins, k)]
 
 
@@ -318,30 +401,30 @@ def candidate_bar(ime: TransformerIME, pinyin: str, k: int = 5) -> str:
 
 @torch.no_grad()
 def next_char_steps(
-    ime: TransformerIME, pinyin: str, top: int = 3
+    ime: TransformerIME, pinyin: str, top: int = 3, text: str | None = None
 ) -> list[tuple[str, list[tuple[str, float]]]]:
-    """Greedy decoding of one input, step by step: for each step the prefix fed to the
-    decoder and its ``top`` most probable next tokens with probabilities (``"<eos>"`` ends)."""
+    """Decode one input step by step: for each step the characters fed to the decoder so far
+    (after BOS) and its ``top`` most probable next tokens with probabilities (``"<eos>"``
+    ends the word).
+
+    Without ``text`` the decoder is fed its own most probable character (greedy decoding);
+    with ``text`` it is fed ``text``'s characters (teacher forcing), so the steps show how
+    probable each correct character was, ``len(text) + 1`` steps in all.
+    """
+    _check_k(top)
     model, tgt = ime.model, ime.tgt_vocab
-    src = ime.encode([pinyin])
-    memory = model.encode(src)
+    memory = model.encode(ime.encode([pinyin]))  # (1, S, D)
+    forced = None if text is None else tgt.encode(text, strict=True)
     prefix = [tgt.bos_id]
     steps = []
-    for _ in range(len(pinyin.split()) + 1):
+    n_steps = len(pinyin.split()) + 1 if forced is None else len(forced) + 1
+    for t in range(n_steps):
         logits = model.decode(torch.tensor([prefix]), memory)[0, -1]  # (V,)
-        probs = torch.softmax(logits.double(), dim=-1)
-        best = torch.topk(probs, top)
-        shown = "".join(tgt.itos[i] for i in prefix[1:])
-        steps.append(
-            (
-                shown,
-                [
-                    (tgt.itos[i], p)
-                    for i, p in zip(best.indices.tolist(), best.values.tolist(), strict=True)
-                ],
-            )
-        )
-        chosen = int(best.indices[0])
+        best = torch.topk(torch.softmax(logits.double(), dim=-1), top)
+        ids, probs = best.indices.tolist(), best.values.tolist()
+        ranked = [(tgt.itos[i], p) for i, p in zip(ids, probs, strict=True)]
+        steps.append(("".join(tgt.itos[i] for i in prefix[1:]), ranked))
+        chosen = int(best.indices[0]) if forced is None else (forced + [tgt.eos_id])[t]
         if chosen == tgt.eos_id:
             break
         prefix.append(chosen)

@@ -435,7 +435,7 @@ register(
         name="pinyin-ime",
         description=(
             "toneless pinyin -> Chinese words of jieba's dictionary, held-out words "
-            "(capstone, chapter 7); 2+2 layers, d_model 96, 4000 output characters"
+            "(the capstone chapter); 2+2 layers, d_model 96, 4000 output characters"
         ),
         task="pinyin",
         task_kwargs={"n_train": 6000 * 256, "n_valid": 500, "n_test": 1000, "seed": 0},
