@@ -132,7 +132,11 @@ def unigram_loop(counts, pinyin):
     for syllable in pinyin.split():
         best = None
         for char, n in counts[syllable].items():
-            if best is None or n > counts[syllable][best] or (n == counts[syllable][best] and char < best):
+            if (
+                best is None
+                or n > counts[syllable][best]
+                or (n == counts[syllable][best] and char < best)
+            ):
                 best = char
         out.append(best)
     return "".join(out)
