@@ -60,7 +60,8 @@ register(
         explanation=(
             "动态规划：d[i][j] 是 prediction 的前 i 个字变成 reference 的前 j 个字的最少次数，"
             "d[i][0] = i，d[0][j] = j，d[i][j] = min(d[i-1][j] + 1, d[i][j-1] + 1, "
-            "d[i-1][j-1] + (第 i 个字与第 j 个字不同))；答案是 d[m][n] / n。只保留上一行即可。"
+            "d[i-1][j-1] + c)，其中 c 在第 i 个字与第 j 个字不同时为 1、相同时为 0；"
+            "答案是 d[m][n] / n。只保留上一行即可。"
         ),
         kind="function",
         returns=Real(),
