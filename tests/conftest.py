@@ -92,6 +92,15 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
+@pytest.fixture(scope="session")
+def pinyin_split():
+    """The capstone's word split (jieba's dictionary with pypinyin readings, seed 0). The
+    first use in a fresh environment builds the cached lexicon (about half a minute)."""
+    from lecturekit.data.pinyin import split_lexicon
+
+    return split_lexicon(seed=0)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gates = {
         "book": ("--run-book", "needs the built book: run with --run-book (make test)"),

@@ -343,9 +343,12 @@ RUN_QUERY = """(query) => {
 
 
 def _chapter_page(label: str) -> str:
-    """The page of the glossary's 首次出现 column: "第 6 章" -> notebooks/06_....html."""
+    """The page of the glossary's 首次出现 column: "第 6 章" -> notebooks/06_....html;
+    "综合项目" -> the capstone's page."""
     number = re.fullmatch(r"第\s*(\d+)\s*章", label)
     stem = f"{int(number.group(1)):02d}_" if number else None
+    if label == "综合项目":
+        stem = "capstone_"
     pages = [
         _page_id(p)
         for p in CHAPTERS

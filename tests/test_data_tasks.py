@@ -4,7 +4,7 @@ import random
 import pytest
 
 from lecturekit.data import TASKS, list_tasks, make_task, number_to_chinese
-from lecturekit.data.tasks import DATE_FORMATS, DATE_RANGE
+from lecturekit.data.tasks import DATA_TASKS, DATE_FORMATS, DATE_RANGE
 
 # hand-checked readings
 READINGS = {
@@ -145,7 +145,7 @@ def test_translation_reorders_words():
 
 def test_examples_and_listing():
     assert TASKS["number"].example == ("20481", number_to_chinese(20481))
-    assert set(list_tasks()) == set(TASKS)
+    assert set(list_tasks()) == set(TASKS) | set(DATA_TASKS)
     for spec in TASKS.values():
         src, tgt = spec.example
         assert spec.src_vocab().encode(src, strict=True)

@@ -5,7 +5,9 @@ import sacrebleu
 import torch
 
 from lecturekit.training.metrics import (
+    char_error_rate,
     corpus_bleu,
+    edit_distance,
     error_rate_by_position,
     exact_match,
     token_accuracy,
@@ -84,3 +86,32 @@ def test_corpus_bleu_uses_sacrebleu():
         corpus_bleu(["a"], ["a", "b"])
     with pytest.raises(TypeError, match="str"):
         corpus_bleu(["a"], [3])
+
+
+def _edit_distance_by_recursion(a: str, b: str) -> int:
+    """The definition, written as plain recursion (exponential: tiny strings only)."""
+    if not a or not b:
+        return len(a) + len(b)
+    return min(
+        _edit_distance_by_recursion(a[1:], b) + 1,
+        _edit_distance_by_recursion(a, b[1:]) + 1,
+        _edit_distance_by_recursion(a[1:], b[1:]) + (a[0] != b[0]),
+    )
+
+
+def test_edit_distance_matches_the_recursive_definition():
+    import itertools
+
+    for a, b in itertools.product(["", "a", "ab", "ba", "abc", "acb", "机器", "器机学"], repeat=2):
+        assert edit_distance(a, b) == _edit_distance_by_recursion(a, b), (a, b)
+    assert edit_distance([1, 2, 3], (1, 3)) == 1
+
+
+def test_char_error_rate():
+    # 器学习 vs 机器学习: one deletion, not four position-wise mismatches
+    assert char_error_rate(["器学习"], ["机器学习"]) == pytest.approx(1 / 4)
+    # corpus level: total edits over total reference characters
+    assert char_error_rate(["实施", ""], ["事实", "学习"]) == pytest.approx((2 + 2) / 4)
+    assert char_error_rate(["是是实施"], ["实施"]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="empty"):
+        char_error_rate([""], [""])

@@ -163,8 +163,15 @@ def problems_in_cell(markdown: str) -> list[str]:
 
 
 def chapter_label(notebook: Path) -> str:
-    """The chapter part of a self-test number: 6 for 06_exposure_bias; A for the appendix."""
-    return "A" if notebook.stem.endswith("appendix") else str(int(notebook.stem.split("_")[0]))
+    """The chapter part of a self-test number: 6 for 06_exposure_bias; A for the appendix;
+    C for the unnumbered capstone (capstone_pinyin)."""
+    if notebook.stem.endswith("appendix"):
+        return "A"
+    if notebook.stem.startswith("capstone_"):
+        return "C"
+    prefix = notebook.stem.split("_")[0]
+    assert prefix.isdigit(), f"{notebook.name}: a chapter notebook is NN_topic or capstone_topic"
+    return str(int(prefix))
 
 
 def _cells(notebook: Path) -> list[dict]:
@@ -281,3 +288,6 @@ def test_numbers_are_read_in_order() -> None:
     assert self_tests(render(GOOD + "\n\n" + second))[0] == ["6.1", "6.2"]
     assert chapter_label(Path("notebooks/06_exposure_bias.ipynb")) == "6"
     assert chapter_label(Path("notebooks/09_appendix.ipynb")) == "A"
+    assert chapter_label(Path("notebooks/capstone_pinyin.ipynb")) == "C"
+    with pytest.raises(AssertionError, match="NN_topic or capstone_topic"):
+        chapter_label(Path("notebooks/pinyin.ipynb"))

@@ -1,6 +1,7 @@
 """Self-test exercises with automatic checking and feedback in Chinese.
 
-A chapter registers its exercises in ``lecturekit/exercises/chNN_<topic>.py``::
+A chapter registers its exercises in ``lecturekit/exercises/chNN_<topic>.py`` (the unnumbered
+capstone chapter in ``capstone_<topic>.py``, with ``chapter=CAPSTONE``)::
 
     from lecturekit.exercises import Case, Exercise, register
     from lecturekit.exercises.specs import Array
@@ -65,6 +66,7 @@ __all__ = [
     "solution",
     "list_exercises",
     "get_exercise",
+    "CAPSTONE",
 ]
 
 # submodules (e.g. ``exercises.<module>``) resolve on first attribute access
@@ -72,6 +74,24 @@ __getattr__, __dir__ = attach(__name__, names=False)
 
 # seconds one hidden case may run; the reference solutions need milliseconds
 TIME_LIMIT_S = 10.0
+
+# The capstone chapter has no number: its self-tests are "自测 C.1", ... and it sits between
+# chapter 6 and chapter 7 in the book, which is where its exercises are listed.
+CAPSTONE = "C"
+_CAPSTONE_POSITION = 6.5
+
+
+def _chapter_position(chapter: int | str) -> float:
+    """Where ``chapter`` (a number or ``CAPSTONE``) sits in the book, for ordering."""
+    return _CAPSTONE_POSITION if chapter == CAPSTONE else float(chapter)
+
+
+def _chapter_name(chapter: int | str) -> str:
+    """How ``show`` names a chapter: "第 3 章"; "附录" for the appendix (notebook 08);
+    "综合项目" for the capstone."""
+    if chapter == CAPSTONE:
+        return "综合项目"
+    return "附录" if chapter == 8 else f"第 {chapter} 章"
 
 
 class CannotRun(Exception):
@@ -93,7 +113,7 @@ class Exercise:
     """A self-test exercise.
 
     - ``id``: unique, ``"<topic>.<name>"``, e.g. ``"encoder.layernorm"``.
-    - ``chapter``: chapter number (0-8). ``title``, ``prompt``: Chinese text; the prompt
+    - ``chapter``: chapter number (0-8), or ``CAPSTONE`` ("C") for the unnumbered capstone. ``title``, ``prompt``: Chinese text; the prompt
       states every edge case the cases test. ``hint``: the idea, not the formula, printed
       after a failed attempt. ``explanation``: the formula and why, printed by ``solution``.
     - ``kind``: ``"function"`` (the answer is a function, run on ``cases()``) or ``"value"``
@@ -112,7 +132,7 @@ class Exercise:
     """
 
     id: str
-    chapter: int
+    chapter: int | str
     title: str
     prompt: str
     hint: str
@@ -130,8 +150,16 @@ class Exercise:
             raise ValueError(
                 f"id must look like 'topic.name' (lowercase, digits, _), got {self.id!r}"
             )
-        if isinstance(self.chapter, bool) or not isinstance(self.chapter, int):
-            raise TypeError(f"chapter must be an int, got {type(self.chapter).__name__}")
+        if isinstance(self.chapter, str):
+            if self.chapter != CAPSTONE:
+                raise ValueError(
+                    f"chapter must be a chapter number or {CAPSTONE!r} (the capstone), "
+                    f"got {self.chapter!r}"
+                )
+        elif isinstance(self.chapter, bool) or not isinstance(self.chapter, int):
+            raise TypeError(
+                f"chapter must be an int or {CAPSTONE!r}, got {type(self.chapter).__name__}"
+            )
         if self.kind not in ("function", "value"):
             raise ValueError(f"kind must be 'function' or 'value', got {self.kind!r}")
         for name in ("title", "prompt", "hint", "explanation"):
@@ -177,13 +205,14 @@ def unregister(exercise_id: str) -> None:
 
 
 def _discover() -> None:
-    """Import every ``chNN_*`` module of this package once; they call ``register``."""
+    """Import every ``chNN_*`` and ``capstone_*`` module of this package once; they call
+    ``register``."""
     global _discovered
     if _discovered:
         return
     _discovered = True
     for module in pkgutil.iter_modules(__path__):
-        if re.fullmatch(r"ch\d\d_\w+", module.name):
+        if re.fullmatch(r"(ch\d\d|capstone)_\w+", module.name):
             importlib.import_module(f"{__name__}.{module.name}")
 
 
@@ -200,11 +229,12 @@ def get_exercise(exercise_id: str) -> Exercise:
     return _REGISTRY[exercise_id]
 
 
-def list_exercises(chapter: int | None = None) -> list[str]:
-    """Ids of the registered exercises (of ``chapter`` if given), ordered by chapter and id."""
+def list_exercises(chapter: int | str | None = None) -> list[str]:
+    """Ids of the registered exercises (of ``chapter`` if given: a number or ``CAPSTONE``),
+    ordered as the chapters are in the book, then by id."""
     _discover()
     chosen = [e for e in _REGISTRY.values() if chapter is None or e.chapter == chapter]
-    return [e.id for e in sorted(chosen, key=lambda e: (e.chapter, e.id))]
+    return [e.id for e in sorted(chosen, key=lambda e: (_chapter_position(e.chapter), e.id))]
 
 
 def show(exercise_id: str) -> None:
@@ -214,8 +244,7 @@ def show(exercise_id: str) -> None:
     result = "返回" if ex.kind == "function" else "答案的形式"
     if ex.launch is not None:  # a kernel writes its result; the checker reads it back
         what, result = "写一个核函数", "检查器读回的结果"
-    where = "附录" if ex.chapter == 8 else f"第 {ex.chapter} 章"  # the appendix is notebook 08
-    print(f"练习 {ex.id}（{where}）：{ex.title}")
+    print(f"练习 {ex.id}（{_chapter_name(ex.chapter)}）：{ex.title}")
     print(f"要求：{what}。")
     print(ex.prompt)
     print(f"{result}：{ex.returns.describe()}。")

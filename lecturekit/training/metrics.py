@@ -7,6 +7,8 @@
   shows as a rate that grows with the position.
 - ``corpus_bleu``: corpus-level BLEU (lecture p54) through ``sacrebleu``, the reference
   implementation; we never re-implement BLEU.
+- ``char_error_rate``: edit distance over reference length (speech recognition, input
+  methods; the capstone chapter), from ``edit_distance``.
 
 Predictions and references are strings (compared character by character), or sequences of
 tokens/ids (e.g. ``text.split()`` for the word-level translation task), or, for the token
@@ -159,3 +161,30 @@ def _tensor_pair(predictions: Any, references: Any) -> tuple[torch.Tensor, torch
             f"got {tuple(predictions.shape)} and {tuple(references.shape)}"
         )
     return predictions, references
+
+
+def edit_distance(prediction: Sequence[Any], reference: Sequence[Any]) -> int:
+    """Levenshtein distance: the fewest insertions, deletions and substitutions of tokens
+    (characters of a string) that turn ``prediction`` into ``reference``."""
+    prediction, reference = list(prediction), list(reference)
+    previous = list(range(len(reference) + 1))  # distances from the empty prefix
+    for i, p in enumerate(prediction, start=1):
+        current = [i]
+        for j, r in enumerate(reference, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (p != r)))
+        previous = current
+    return previous[-1]
+
+
+def char_error_rate(predictions: Sequence[Any], references: Sequence[Any]) -> float:
+    """Character error rate (CER): total edit distance over total reference length.
+
+    The standard metric of speech recognition and input methods; it can exceed 1 when the
+    predictions are longer than the references. Strings are compared character by character.
+    """
+    predictions, references = _check_pairs(predictions, references)
+    total = sum(len(r) for r in references)
+    if total == 0:
+        raise ValueError("references are all empty: the character error rate is undefined")
+    edits = sum(edit_distance(p, r) for p, r in zip(predictions, references, strict=True))
+    return edits / total

@@ -1,0 +1,442 @@
+"""The capstone chapter: a pinyin input method made of the book's Transformer, and baselines.
+
+Every system answers the same question, ``candidates(pinyins, k)``: for each toneless pinyin
+string (``"shi shi"``) its ``k`` best words, best first, like an input method's candidate bar.
+
+- :class:`UnigramBaseline`: the most frequent character for each syllable, independently
+  (no context at all);
+- :class:`LookupBaseline`: the most frequent training words with exactly this pinyin (knows
+  every word it has seen, nothing else);
+- :class:`HmmBaseline`: the HMM of the ``Pinyin2Hanzi`` package (character bigrams with its
+  own statistics from its own corpus, Viterbi decoding);
+- :class:`TransformerIME`: a trained :class:`lecturekit.Transformer` with the book's greedy
+  and beam search.
+
+:func:`evaluate` scores a system on a list of words (top-1 and top-k exact match, character
+error rate); :func:`compare` runs several systems on several views and :func:`format_table`
+prints the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from lecturekit.data.pinyin import Word
+from lecturekit.decoding import beam_search, greedy
+from lecturekit.training.metrics import edit_distance
+
+__all__ = [
+    "IME",
+    "UnigramBaseline",
+    "LookupBaseline",
+    "HmmBaseline",
+    "hmm_k_best",
+    "TransformerIME",
+    "Scores",
+    "evaluate",
+    "compare",
+    "format_table",
+    "candidate_bar",
+    "next_char_steps",
+    "cross_attention",
+]
+
+
+class IME(Protocol):
+    """An input method: ``candidates(pinyins, k)`` -> for each input, up to ``k`` words."""
+
+    name: str
+    max_candidates: int
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]: ...
+
+
+def _check_pinyins(pinyins: Sequence[str]) -> list[str]:
+    """``pinyins`` as a list of strings; a single string is refused (it is a common slip:
+    ``candidates("shi shi", 5)`` would decode each letter)."""
+    if isinstance(pinyins, str) or not all(isinstance(p, str) for p in pinyins):
+        raise TypeError(
+            f"pinyins: expected a list of pinyin strings such as ['shi shi'], got {pinyins!r}"
+        )
+    return list(pinyins)
+
+
+def _check_k(k: int, limit: int | None = None) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected a positive int, got {k!r}")
+    if limit is not None and k > limit:
+        raise ValueError(f"k: this system gives at most {limit} candidates, got k={k}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines
+# ---------------------------------------------------------------------------------------------
+
+
+class UnigramBaseline:
+    """Each syllable on its own: its characters ranked by total frequency in ``words``.
+
+    A word's score is the product of its characters' relative frequencies given their
+    syllables; candidates are the ``k`` best products (exact: a small beam over syllables
+    keeps the ``k`` best prefixes, which suffices because the scores are independent).
+    """
+
+    name = "unigram"
+    max_candidates = 1_000
+
+    def __init__(self, words: Sequence[Word]) -> None:
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        for w in words:
+            for syllable, char in zip(w.syllables, w.text, strict=True):
+                counts[syllable][char] += w.freq
+        self.ranked: dict[str, list[tuple[str, float]]] = {}
+        for syllable, counter in counts.items():
+            total = sum(counter.values())
+            ranked = sorted(counter.items(), key=lambda item: (-item[1], item[0]))
+            self.ranked[syllable] = [(c, math.log(n / total)) for c, n in ranked]
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input its ``k`` best words (``[]`` if a syllable was never seen)."""
+        _check_k(k)
+        return [self._one(pinyin, k) for pinyin in _check_pinyins(pinyins)]
+
+    def _one(self, pinyin: str, k: int) -> list[str]:
+        beams = [("", 0.0)]
+        for syllable in pinyin.split():
+            options = self.ranked.get(syllable)
+            if not options:
+                return []  # a syllable never seen in training
+            extended = [(t + c, s + lp) for t, s in beams for c, lp in options[:k]]
+            beams = sorted(extended, key=lambda b: (-b[1], b[0]))[:k]
+        return [text for text, _ in beams]
+
+
+class LookupBaseline:
+    """A table from pinyin to the training words with that pinyin, most frequent first."""
+
+    name = "lookup table"
+    max_candidates = 1_000
+
+    def __init__(self, words: Sequence[Word]) -> None:
+        table: dict[str, list[Word]] = defaultdict(list)
+        for w in words:
+            table[w.pinyin].append(w)
+        self.table = {
+            p: [w.text for w in sorted(ws, key=lambda w: (-w.freq, w.text))]
+            for p, ws in table.items()
+        }
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input the ``k`` most frequent training words with exactly that pinyin."""
+        _check_k(k)
+        return [self.table.get(pinyin, [])[:k] for pinyin in _check_pinyins(pinyins)]
+
+
+class HmmBaseline:
+    """The HMM input method of the ``Pinyin2Hanzi`` package (PyPI ``pinyin2hanzi``, MIT).
+
+    Hidden states are characters, observations syllables; start, transition (character
+    bigram) and emission probabilities come with the package, estimated by its author from
+    his own corpus. Decoding is Viterbi keeping ``k`` paths. Its spelling of ü differs from
+    pypinyin's after j/q/x/y (``xve`` for 学, not ``xue``): syllables are converted with the
+    package's own ``simplify_pinyin``.
+
+    The package's own ``viterbi`` loops over every pair of characters and every kept path in
+    pure Python (seconds for a four-syllable word); :func:`hmm_k_best` runs the same
+    recursion on the same parameters with numpy, giving the same scores.
+    """
+
+    name = "HMM (Pinyin2Hanzi)"
+    max_candidates = 1_000
+
+    def __init__(self) -> None:
+        try:
+            import Pinyin2Hanzi
+        except ImportError as err:
+            raise ImportError(
+                "HmmBaseline needs the package 'pinyin2hanzi': `pip install pinyin2hanzi`"
+            ) from err
+        self._p2h = Pinyin2Hanzi
+        self.params = Pinyin2Hanzi.DefaultHmmParams()
+
+    def spell(self, pinyin: str) -> list[str]:
+        """pypinyin's syllables in Pinyin2Hanzi's spelling: ``"xue xi"`` -> ``["xve", "xi"]``."""
+        return [self._p2h.simplify_pinyin(s) for s in pinyin.split()]
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input the HMM's ``k`` best paths (``[]`` for a syllable it does not know)."""
+        _check_k(k)
+        out = []
+        for pinyin in _check_pinyins(pinyins):
+            observations = self.spell(pinyin)
+            if not all(o in self.params.py2hz_dict for o in observations):
+                out.append([])  # a syllable the package does not know
+                continue
+            out.append([text for _, text in hmm_k_best(self.params, observations, k)])
+        return out
+
+
+def _log_transitions(params: Any, states: Sequence[str], new: Sequence[str]) -> np.ndarray:
+    """``(P, C)`` log transition probabilities from ``states`` to ``new``, floored as the
+    package floors them. Reads ``DefaultHmmParams.transition_dict`` directly, with the
+    fallbacks of its ``transition`` method (the row's default, then the global default)."""
+    table = params.transition_dict
+    data, default = table["data"], float(table["default"])
+    probs = np.full((len(states), len(new)), default)
+    for i, a in enumerate(states):
+        row = data.get(a)
+        if row is not None:
+            fallback = float(row.get("default", default))
+            probs[i] = [float(row.get(b, fallback)) for b in new]
+    return np.log(np.maximum(probs, 3.14e-200))
+
+
+def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[float, str]]:
+    """The ``k`` best (log score, characters) paths of an HMM, best first.
+
+    ``params``: a ``Pinyin2Hanzi.DefaultHmmParams`` (``get_states``, ``start``, ``emission``,
+    ``transition``); ``observations``: syllables in its spelling. The recursion of the
+    package's ``viterbi(..., path_num=k, log=True)``: for every state the ``k`` best paths
+    ending in it are kept; a path's score is ``log start + sum log emission + sum log
+    transition``, each probability floored at the package's ``min_prob``. Per step the
+    candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
+    """
+    _check_k(k)
+
+    def log(p: float) -> float:
+        return math.log(max(p, 3.14e-200))  # the package's min_prob
+
+    states = params.get_states(observations[0])
+    scores = np.array(
+        [log(params.start(s)) + log(params.emission(s, observations[0])) for s in states]
+    )  # (M,)
+    paths, ends = [[s] for s in states], list(range(len(states)))  # ends: last state's index
+    for obs in observations[1:]:
+        new = params.get_states(obs)
+        trans = _log_transitions(params, states, new)  # (P, C)
+        emit = np.array([log(params.emission(b, obs)) for b in new])  # (C,)
+        cand = scores[:, None] + trans[ends] + emit[None, :]  # (M, C)
+        best = np.argsort(-cand, axis=0, kind="stable")[: min(k, len(scores))]  # (k, C)
+        kept = [(int(m), c) for c in range(len(new)) for m in best[:, c]]
+        scores = np.array([cand[m, c] for m, c in kept])
+        paths = [paths[m] + [new[c]] for m, c in kept]
+        ends, states = [c for _, c in kept], new
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(float(scores[i]), "".join(paths[i])) for i in order]
+
+
+# ---------------------------------------------------------------------------------------------
+# The Transformer as an input method
+# ---------------------------------------------------------------------------------------------
+
+
+class TransformerIME:
+    """A trained :class:`lecturekit.Transformer` (syllables in, characters out) as an IME.
+
+    ``beam_size = 1`` decodes greedily (one candidate); otherwise beam search returns up to
+    ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
+    ``batch_size``.
+    """
+
+    def __init__(
+        self, model: torch.nn.Module, src_vocab: Any, tgt_vocab: Any, beam_size: int = 5
+    ) -> None:
+        _check_k(beam_size)
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.beam_size = beam_size
+        self.max_candidates = beam_size
+        self.name = "Transformer, greedy" if beam_size == 1 else f"Transformer, beam {beam_size}"
+        self.batch_size = 256
+
+    def encode(self, pinyins: Sequence[str]) -> torch.Tensor:
+        """Pinyin strings -> padded source ids ``(B, S)``.
+
+        Raises ``ValueError`` for an empty input or a syllable outside the model's input
+        vocabulary (toneless, lower case, ü written ``v``: ``"lv"``, ``"nve"``).
+        """
+        rows = []
+        for pinyin in _check_pinyins(pinyins):
+            syllables = pinyin.split()
+            if not syllables:
+                raise ValueError("pinyins: every input needs at least one syllable, got ''")
+            unknown = [s for s in syllables if s not in self.src_vocab.stoi]
+            if unknown:
+                raise ValueError(
+                    f"pinyins: {pinyin!r} has syllables the model does not know: {unknown}; "
+                    "write toneless lower-case pinyin separated by spaces, ü as v ('lv')"
+                )
+            rows.append(self.src_vocab.encode(pinyin))
+        return torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(r) for r in rows], batch_first=True, padding_value=self.src_vocab.pad_id
+        )
+
+    def scored_candidates(self, pinyins: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        """For each input, up to ``k`` (word, probability) pairs, most probable first.
+
+        Inputs are decoded in batches of equal length (no padding), each for at most one
+        character per syllable plus EOS, so an input's answer does not depend on the others.
+        """
+        _check_k(k, self.max_candidates)
+        pinyins = _check_pinyins(pinyins)
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for i, pinyin in enumerate(pinyins):
+            by_length[len(pinyin.split())].append(i)
+        out: list[list[tuple[str, float]]] = [[] for _ in pinyins]
+        for length, indices in sorted(by_length.items()):
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start : start + self.batch_size]
+                src = self.encode([pinyins[i] for i in chunk])  # (B, length)
+                for i, row in zip(chunk, self._decode(src, length + 1, k), strict=True):
+                    out[i] = row
+        return out
+
+    def _decode(self, src: torch.Tensor, max_len: int, k: int) -> list[list[tuple[str, float]]]:
+        """Decode ``src (B, S)``: per row up to ``k`` (word, probability) pairs."""
+        if self.beam_size == 1:
+            out = greedy(self.model, src, max_len)  # tokens (B, T), scores (B,) log P
+            return [
+                [(self.tgt_vocab.decode(row), math.exp(lp))]
+                for row, lp in zip(out.tokens.tolist(), out.scores.tolist(), strict=True)
+            ]
+        out = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
+        return [
+            [(self.tgt_vocab.decode(h.tokens), math.exp(h.log_prob)) for h in hyps]
+            for hyps in out.hypotheses
+        ]
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input up to ``k`` words, most probable first (the n-best list)."""
+        return [[w for w, _ in row] for row in self.scored_candidates(pinyins, k)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scores:
+    """``top1``, ``topk`` (gold word among the first ``k`` candidates), ``cer`` (character
+    error rate of the first candidate; no candidate counts as deleting every character), over
+    ``n`` words (``distinct`` of them different)."""
+
+    top1: float
+    topk: float | None
+    cer: float
+    k: int
+    n: int
+    distinct: int
+
+
+def evaluate(system: IME, words: Sequence[Word], k: int = 5) -> Scores:
+    """Score ``system`` on ``words`` (repeats count as often as they occur; each distinct
+    word is decoded once). ``topk`` is None when the system gives fewer than ``k``
+    candidates (greedy decoding)."""
+    if not words:
+        raise ValueError("words: expected at least one word")
+    counts = Counter(words)
+    distinct = sorted(counts, key=lambda w: (w.pinyin, w.text))
+    kk = min(k, system.max_candidates)
+    answers = system.candidates([w.pinyin for w in distinct], kk)
+    n = sum(counts.values())
+    top1 = topk = edits = chars = 0
+    for w, cands in zip(distinct, answers, strict=True):
+        c = counts[w]
+        first = cands[0] if cands else ""
+        top1 += c * (first == w.text)
+        topk += c * (w.text in cands[:k])
+        edits += c * edit_distance(first, w.text)
+        chars += c * len(w.text)
+    return Scores(
+        top1=top1 / n,
+        topk=topk / n if system.max_candidates >= k else None,
+        cer=edits / chars,
+        k=k,
+        n=n,
+        distinct=len(distinct),
+    )
+
+
+def compare(
+    systems: Sequence[IME], views: dict[str, Sequence[Word]], k: int = 5
+) -> dict[tuple[str, str], Scores]:
+    """``(system name, view name) -> Scores`` for every system on every view."""
+    return {(s.name, v): evaluate(s, words, k) for s in systems for v, words in views.items()}
+
+
+def format_table(results: dict[tuple[str, str], Scores]) -> str:
+    """A plain-text table: one row per system, top-1 / top-k / CER for each view."""
+    systems = list(dict.fromkeys(s for s, _ in results))
+    views = list(dict.fromkeys(v for _, v in results))
+    k = next(iter(results.values())).k
+    width = max(len(s) for s in systems)
+    lines = [
+        (" " * width + "".join(f" | {v:^22s}" for v in views)).rstrip(),
+        f"{'system':{width}s}" + f" | {'top-1':>6s} {f'top-{k}':>6s} {'CER':>6s}  " * len(views),
+    ]
+    lines.append("-" * len(lines[1]))
+    for s in systems:
+        row = f"{s:{width}s}"
+        for v in views:
+            r = results[s, v]
+            topk = "-" if r.topk is None else f"{r.topk:.3f}"
+            row += f" | {r.top1:6.3f} {topk:>6s} {r.cer:6.3f}  "
+        lines.append(row.rstrip())
+    return "\n".join(lines)
+
+
+def candidate_bar(ime: TransformerIME, pinyin: str, k: int = 5) -> str:
+    """One input's n-best list as an input method's candidate bar with probabilities:
+    ``"shi shi  1.实施 0.41  2.事实 0.25 ..."``."""
+    row = ime.scored_candidates([pinyin], k)[0]
+    return f"{pinyin:14s}" + "  ".join(f"{i}.{w} {p:.2f}" for i, (w, p) in enumerate(row, 1))
+
+
+@torch.no_grad()
+def next_char_steps(
+    ime: TransformerIME, pinyin: str, top: int = 3, text: str | None = None
+) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Decode one input step by step: for each step the characters fed to the decoder so far
+    (after BOS) and its ``top`` most probable next tokens with probabilities (``"<eos>"``
+    ends the word).
+
+    Without ``text`` the decoder is fed its own most probable character (greedy decoding);
+    with ``text`` it is fed ``text``'s characters (teacher forcing), so the steps show how
+    probable each correct character was, ``len(text) + 1`` steps in all.
+    """
+    _check_k(top)
+    model, tgt = ime.model, ime.tgt_vocab
+    memory = model.encode(ime.encode([pinyin]))  # (1, S, D)
+    forced = None if text is None else tgt.encode(text, strict=True)
+    prefix = [tgt.bos_id]
+    steps = []
+    n_steps = len(pinyin.split()) + 1 if forced is None else len(forced) + 1
+    for t in range(n_steps):
+        logits = model.decode(torch.tensor([prefix]), memory)[0, -1]  # (V,)
+        best = torch.topk(torch.softmax(logits.double(), dim=-1), top)
+        ids, probs = best.indices.tolist(), best.values.tolist()
+        ranked = [(tgt.itos[i], p) for i, p in zip(ids, probs, strict=True)]
+        steps.append(("".join(tgt.itos[i] for i in prefix[1:]), ranked))
+        chosen = int(best.indices[0]) if forced is None else (forced + [tgt.eos_id])[t]
+        if chosen == tgt.eos_id:
+            break
+        prefix.append(chosen)
+    return steps
+
+
+@torch.no_grad()
+def cross_attention(ime: TransformerIME, pinyin: str, text: str) -> torch.Tensor:
+    """Cross-attention weights ``(L, H, len(text) + 1, n_syllables)`` of every decoder layer
+    and head while the decoder writes ``text`` then EOS (teacher-forced on ``text``)."""
+    src = ime.encode([pinyin])
+    tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode(text, strict=True)]])
+    ime.model(src, tgt_in, need_weights=True)
+    layers = ime.model.attention_weights["decoder_cross"]
+    return torch.stack([w[0] for w in layers])
