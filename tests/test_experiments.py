@@ -7,6 +7,7 @@ from torch import nn
 from lecturekit.chapters.ch02_scaling import attention_gradient_norms, softmax_saturation
 from lecturekit.chapters.ch03_stacks import (
     SequenceTagger,
+    adam_first_step_norms,
     deep_mlp_stack,
     make_regression_data,
     make_reversal_batch,
@@ -165,6 +166,50 @@ def test_per_layer_grad_norms_matches_manual_norm():
     grad_w = torch.autograd.grad(layer(x).pow(2).sum(), [layer.weight, layer.bias])
     expected = torch.sqrt(sum(g.pow(2).sum() for g in grad_w)).item()
     assert norm == pytest.approx(expected, rel=1e-6)
+
+
+def test_adam_first_step_is_lr_times_sign_whatever_the_gradient_size():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    x = torch.randn(5, 3)
+    before = [p.detach().clone() for p in model.parameters()]
+    small = adam_first_step_norms(model, list(model), lambda m: m(x).pow(2).sum(), lr=0.1)
+    large = adam_first_step_norms(model, list(model), lambda m: 100 * m(x).pow(2).sum(), lr=0.1)
+    # every parameter moves by lr * sign(g): norm lr * sqrt(number of parameters)
+    assert small == pytest.approx([0.1 * (12 + 4) ** 0.5, 0.1 * (8 + 2) ** 0.5], rel=1e-4)
+    assert large == pytest.approx(small, rel=1e-6)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+    with pytest.raises(ValueError, match="layers must be modules of model"):
+        adam_first_step_norms(model, [nn.Linear(3, 4)], lambda m: m(x).sum(), lr=0.1)
+
+
+def test_warmup_scales_the_first_updates_linearly():
+    torch.manual_seed(0)
+    seen = []
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = SequenceTagger(4, 8, [])
+
+        def forward(self, tokens):
+            return self.inner(tokens)
+
+    model = Recorder()
+    original = torch.optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+
+    torch.optim.Adam.step = spy
+    try:
+        train_sequence_stack(model, vocab_size=4, seq_len=3, steps=6, lr=0.04, warmup_steps=4)
+    finally:
+        torch.optim.Adam.step = original
+    assert seen == pytest.approx([0.01, 0.02, 0.03, 0.04, 0.04, 0.04])
+    with pytest.raises(ValueError, match="warmup_steps"):
+        train_sequence_stack(model, vocab_size=4, seq_len=3, steps=2, warmup_steps=-1)
 
 
 def test_bad_arguments_raise():

@@ -2,9 +2,10 @@
 
 * :func:`deep_mlp_stack`, :func:`train_regression`: a deep stack of tanh blocks trained with
   and without residual connections (slide p19).
-* :func:`per_layer_grad_norms`, :func:`train_sequence_stack`: Post-LN vs Pre-LN stacks of
-  encoder layers (slide p21 reading list: Xiong et al., 2020), compared by the gradient each
-  layer receives at initialisation and by a short training run.
+* :func:`per_layer_grad_norms`, :func:`adam_first_step_norms`, :func:`train_sequence_stack`:
+  Post-LN vs Pre-LN stacks of encoder layers (slide p21 reading list: Xiong et al., 2020),
+  compared by the gradient each layer receives at initialisation, by the size of Adam's first
+  update, and by short training runs with and without a learning-rate warmup.
 
 Everything runs in a few seconds on a CPU so that notebooks can call it.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from copy import deepcopy as copy_module
 
 import torch
 from torch import nn
@@ -26,6 +28,7 @@ __all__ = [
     "make_regression_data",
     "train_regression",
     "per_layer_grad_norms",
+    "adam_first_step_norms",
     "make_reversal_batch",
     "train_sequence_stack",
     "SequenceTagger",
@@ -159,6 +162,46 @@ def per_layer_grad_norms(
     return norms
 
 
+def adam_first_step_norms(
+    model: nn.Module,
+    layers: Sequence[nn.Module],
+    loss_fn: Callable[[nn.Module], torch.Tensor],
+    *,
+    lr: float,
+) -> list[float]:
+    """Norm of the change of each layer's parameters after one Adam step on ``loss_fn()``.
+
+    ``model`` is copied first (the caller's weights stay as they are); ``layers`` are modules
+    of ``model``, in order, and ``loss_fn(m)`` runs the forward pass of the copy ``m`` and
+    returns a scalar loss. Adam's first update is ``lr * g / (|g| + eps)`` per parameter, close
+    to ``lr * sign(g)``: its size does not depend on how large the gradient is.
+    """
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    index = {id(m): i for i, m in enumerate(model.modules())}
+    missing = [i for i, layer in enumerate(layers) if id(layer) not in index]
+    if missing:
+        raise ValueError(f"layers must be modules of model; layer {missing[0]} is not")
+    copy = copy_module(model)
+    copied = list(copy.modules())
+    copy_layers = [copied[index[id(layer)]] for layer in layers]
+    before = [[p.detach().clone() for p in layer.parameters()] for layer in copy_layers]
+    optimizer = torch.optim.Adam(copy.parameters(), lr=lr)
+    optimizer.zero_grad(set_to_none=True)
+    loss = loss_fn(copy)
+    if loss.dim() != 0:
+        raise ValueError(f"loss_fn must return a scalar, got shape {tuple(loss.shape)}")
+    loss.backward()
+    optimizer.step()
+    norms = []
+    for layer, old in zip(copy_layers, before, strict=True):
+        changes = [
+            (p.detach() - q).pow(2).sum() for p, q in zip(layer.parameters(), old, strict=True)
+        ]
+        norms.append(torch.stack(changes).sum().sqrt().item() if changes else 0.0)
+    return norms
+
+
 def make_reversal_batch(
     batch_size: int, seq_len: int, vocab_size: int, *, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,18 +226,25 @@ def train_sequence_stack(
     lr: float = 1e-3,
     batch_size: int = 32,
     seed: int = 0,
+    warmup_steps: int = 0,
 ) -> list[float]:
     """Train an encoder-only ``model`` (token ids ``(B, T)`` -> logits ``(B, T, V)``) with Adam
-    on the reversal task of :func:`make_reversal_batch`, constant learning rate, no warm-up.
+    on the reversal task of :func:`make_reversal_batch`.
 
-    Returns the cross-entropy loss at every step (trained with
+    The learning rate is ``lr`` throughout (``warmup_steps=0``), or rises linearly over the
+    first ``warmup_steps`` updates, ``lr * min(1, step / warmup_steps)`` (step from 1), and
+    stays at ``lr`` afterwards. Returns the cross-entropy loss at every step (trained with
     :func:`lecturekit.training.loop.train_steps`, like :func:`train_regression`).
     """
     check_int("steps", steps, minimum=1)
+    check_int("warmup_steps", warmup_steps, minimum=0)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
 
     def step_loss(step: int) -> torch.Tensor:
+        if warmup_steps:
+            for group in opt.param_groups:
+                group["lr"] = lr * min(1.0, step / warmup_steps)
         tokens, labels = make_reversal_batch(batch_size, seq_len, vocab_size, generator=generator)
         logits = model(tokens)
         return nn.functional.cross_entropy(logits.reshape(-1, vocab_size), labels.reshape(-1))
