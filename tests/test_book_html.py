@@ -69,7 +69,12 @@ def _page_id(path: Path) -> str:
 def test_book_was_built() -> None:
     assert (HTML / "index.html").is_file(), f"no book in {HTML}: run make book first"
     names = {_page_id(p) for p in PAGES}
-    assert {"book/intro.html", "notebooks/00_setup.html", "search.html"} <= names, names
+    assert {
+        "book/intro.html",
+        "book/lecture_map.html",
+        "notebooks/00_setup.html",
+        "search.html",
+    } <= names, names
 
 
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)

@@ -207,20 +207,27 @@ class AttentionToySeq2Seq(nn.Module):
         self.out = nn.Linear(2 * d_model, vocab_size)
         self.gate = nn.Linear(2 * d_model, 1) if copy else None
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, *, attn_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Teacher-forced pass.
 
         Args:
             src: ``(B, S)`` source ids.
             tgt_in: ``(B, T)`` decoder inputs (BOS + gold prefix).
+            attn_mask: optional ``(B, T, S)`` bool, True = output step ``t`` may not look at
+                source position ``s`` (on top of the padding mask); used to constrain the
+                alignment (:mod:`lecturekit.chapters.ch06_monotonic`).
 
         Returns:
             ``log_probs`` ``(B, T, V)`` and cross-attention ``(B, T, S)``.
         """
-        log_probs, attention, _ = self.parts(src, tgt_in)
+        log_probs, attention, _ = self.parts(src, tgt_in, attn_mask=attn_mask)
         return log_probs, attention
 
-    def parts(self, src: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def parts(
+        self, src: Tensor, tgt_in: Tensor, *, attn_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Like :meth:`forward`, plus the generation gate ``p_gen`` ``(B, T)`` (None without copy)."""
         _check_long("src", src, 2)
         _check_long("tgt_in", tgt_in, 2)
@@ -239,6 +246,13 @@ class AttentionToySeq2Seq(nn.Module):
         mem = self.embed(src) + self.src_pos.weight[:src_len]  # (B, S, D)
         h = self.state(self.embed(tgt_in) + self.tgt_pos.weight[:tgt_len])  # (B, T, D)
         padding = (src == self.pad_id).unsqueeze(1)  # (B, 1, S), True = padding
+        if attn_mask is not None:
+            if attn_mask.dtype != torch.bool or attn_mask.shape != (*tgt_in.shape, src_len):
+                raise ValueError(
+                    f"attn_mask must be a bool tensor of shape {(*tgt_in.shape, src_len)} "
+                    f"(B, T, S), got {attn_mask.dtype} {tuple(attn_mask.shape)}"
+                )
+            padding = padding | attn_mask  # (B, T, S)
         # one head of the package's scaled dot-product attention (chapter 2)
         context, attention = scaled_dot_product_attention(
             self.query(h), self.key(mem), self.value(mem), attn_mask=padding
