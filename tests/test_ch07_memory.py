@@ -48,6 +48,8 @@ def test_memory_hierarchy_figure_draws_every_level_and_program() -> None:
     texts = [t.get_text() for t in stack.texts]
     assert "寄存器" in texts and "显存" in texts and "40 GB，1.5 TB/s，GPU" in texts
     assert len(stack.patches) == 2
+    # equal bars: capacity does not grow steadily downwards (registers > shared memory)
+    assert len({patch.get_width() for patch in stack.patches}) == 1
     assert len(grid.patches) == 3 + 7  # one box per SM, one per program instance
     plt.close(fig)
     with pytest.raises(ValueError, match="levels"):

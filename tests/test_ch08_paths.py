@@ -62,3 +62,12 @@ def test_views_are_free_and_bad_arguments_are_rejected() -> None:
     assert sequential_depth(lambda: x.t().exp()) == 1
     with pytest.raises(TypeError, match="fn"):
         sequential_depth(x)  # type: ignore[arg-type]
+
+
+def test_reshapes_that_move_no_data_are_free_but_copies_count() -> None:
+    x, w = torch.randn(2, 3, 4), torch.randn(4, 5)
+    # (2, 3, 4) @ (4, 5) runs as mm on (6, 4), then aten._unsafe_view back to (2, 3, 5)
+    assert sequential_depth(lambda: x @ w) == 1
+    assert sequential_depth(lambda: (x @ w).exp()) == 2
+    # reshaping a transposed (non-contiguous) tensor copies it: that is a step
+    assert sequential_depth(lambda: x.transpose(1, 2).reshape(2, 12)) == 1

@@ -1,7 +1,7 @@
 """Chapter 7: where data lives on a GPU, and how many bytes an eager PyTorch expression moves.
 
 * ``draw_memory_hierarchy`` draws the levels of a GPU's memory (registers, shared memory,
-  L2, HBM) as a stack whose widths grow with capacity, each labelled with the figures the
+  L2, HBM) as a stack of equal bars, fastest at the top, each labelled with the figures the
   caller passes (the notebook passes cited datasheet numbers), beside a sketch of a launch
   grid whose program instances run as thread blocks on the streaming multiprocessors.
 * ``eager_traffic`` runs a function under a ``TorchDispatchMode`` and lists the ATen
@@ -53,8 +53,10 @@ def draw_memory_hierarchy(
 ) -> Any:
     """Draw ``levels`` (fastest first) as a stack, and a launch grid mapped onto SMs.
 
-    Left panel: one bar per level, the fastest at the top and narrowest, each labelled with
-    its name, capacity, bandwidth and scope. Right panel: ``n_programs`` program instances
+    Left panel: one bar per level, the fastest at the top, each labelled with its name,
+    capacity, bandwidth and scope. The bars are equally wide: capacity does not grow
+    steadily downwards (an SM has more register file than shared memory), so the figure
+    does not draw it as a pyramid. Right panel: ``n_programs`` program instances
     of a launch grid, dealt round-robin onto ``n_sms`` streaming multiprocessors (a sketch
     of the scheduling: the hardware decides the real order). Returns the figure.
     """
@@ -71,22 +73,21 @@ def draw_memory_hierarchy(
         )
     fig = ax_stack.figure
     n = len(levels)
+    left, width = 0.1, 0.88  # equal widths: the labels, not the shape, give the capacities
+    middle = left + width / 2
     for i, level in enumerate(levels):
-        width = 0.35 + 0.65 * (i + 1) / n  # slower levels are bigger: wider bars
         y = n - 1 - i
-        ax_stack.add_patch(
-            Rectangle(((1 - width) / 2, y + 0.08), width, 0.84, color=f"C{i}", alpha=0.35)
-        )
+        ax_stack.add_patch(Rectangle((left, y + 0.08), width, 0.84, color=f"C{i}", alpha=0.35))
         detail = "，".join(t for t in (level.capacity, level.bandwidth, level.scope) if t)
-        ax_stack.text(0.5, y + 0.62, level.name, ha="center", va="center", fontsize=11)
-        ax_stack.text(0.5, y + 0.3, detail, ha="center", va="center", fontsize=8.5)
+        ax_stack.text(middle, y + 0.62, level.name, ha="center", va="center", fontsize=11)
+        ax_stack.text(middle, y + 0.3, detail, ha="center", va="center", fontsize=8.5)
     ax_stack.annotate(
         "",
         xy=(0.02, n - 0.1),
         xytext=(0.02, 0.1),
         arrowprops={"arrowstyle": "->", "color": "gray"},
     )
-    ax_stack.text(0.04, n / 2, "越往上越快、越小", rotation=90, va="center", fontsize=9)
+    ax_stack.text(0.04, n / 2, "越往上越快、越靠近计算单元", rotation=90, va="center", fontsize=9)
     ax_stack.set_xlim(0, 1)
     ax_stack.set_ylim(0, n)
     ax_stack.axis("off")

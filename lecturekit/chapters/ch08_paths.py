@@ -4,7 +4,8 @@ Two of its three columns are about *dependencies*, and both can be measured:
 
 * ``sequential_depth`` -- **sequential operations**: run a layer under a
   ``TorchDispatchMode`` and compute the longest chain of ATen operators in which each one
-  needs the result of the one before (views, which move no data, are free). However many
+  needs the result of the one before (views and reshapes, which move no data, are free;
+  one operator counts as one step, as in the paper, even when it reduces over n inside). However many
   processors there are, that many operators must run one after another.
 * ``min_layers_to_connect`` -- **maximum path length**: the fewest stacked layers after which
   output position ``n - 1`` depends on input position ``0``, found by gradient reachability:
@@ -32,8 +33,15 @@ __all__ = ["LAYER_KINDS", "min_layers_to_connect", "sequential_depth"]
 LAYER_KINDS = ("rnn", "conv", "dilated", "attention")
 
 
+def _moves_no_data(func: Any) -> bool:  # noqa: ANN401
+    """Views (transpose, slice, view) and ``aten._unsafe_view``, the reshape that ``reshape``
+    and ``matmul`` emit on a fresh result: it moves no data, but ATen does not tag it a view."""
+    return bool(func.is_view) or func.overloadpacket is torch.ops.aten._unsafe_view
+
+
 class _DepthRecorder(TorchDispatchMode):
-    """Depth of every tensor produced: 1 + the deepest input (views add nothing)."""
+    """Depth of every tensor produced: 1 + the deepest input (views and reshapes that move
+    no data add nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,7 +53,7 @@ class _DepthRecorder(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         inputs = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
         deepest = max((self.depth.get(id(t), 0) for t in inputs), default=0)
-        depth = deepest + (0 if func.is_view else 1)
+        depth = deepest + (0 if _moves_no_data(func) else 1)
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self.depth[id(t)] = depth
@@ -55,7 +63,8 @@ class _DepthRecorder(TorchDispatchMode):
 
 
 def sequential_depth(fn: Callable[[], Any]) -> int:
-    """Longest chain of dependent (non-view) ATen operators in ``fn()``.
+    """Longest chain of dependent ATen operators in ``fn()``; views and reshapes that move
+    no data (``aten._unsafe_view`` included) are not steps.
 
     Tensors created before ``fn`` runs have depth 0; an operator's results have depth one
     more than its deepest input. A loop over ``n`` positions whose step ``t`` needs step

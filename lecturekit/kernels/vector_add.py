@@ -17,9 +17,10 @@ Memory traffic
 --------------
 Each element costs one addition, one read of ``x``, one read of ``y`` and one write of
 ``out``: ``1`` FLOP per ``3 * bytes_per_element`` bytes, i.e. an arithmetic intensity of
-``1/12`` FLOP/byte in float32. A GPU does hundreds of FLOPs in the time it moves one byte
-from HBM (NVIDIA's H100 SXM datasheet: about 3.35 TB/s of HBM3 bandwidth and about 67 TFLOP/s
-of float32 on its CUDA cores), so this kernel is bound by memory: its speed is bytes moved
+``1/12`` FLOP/byte in float32. A GPU does tens of float32 FLOPs in the time it moves one
+byte from HBM (about 20 on an H100 SXM's CUDA cores: NVIDIA's datasheet gives about 67 TFLOP/s
+of float32, counting a fused multiply-add as two FLOPs, over about 3.35 TB/s of HBM3; hundreds
+with bf16 tensor cores), so this kernel is bound by memory: its speed is bytes moved
 divided by bandwidth, and the best it can do is what a device-to-device copy of the same
 bytes achieves. Fusing more element-wise work into the same pass (``out = relu(x + y)``)
 would cost almost nothing extra, which is why fused kernels pay off.
