@@ -133,6 +133,8 @@ def test_positional_encoding_mask_distribution_error_curves(no_warnings):
     mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
     fig = P.plot_mask(mask, list("我爱你们"), list("我爱你们"), title="因果掩码 (causal mask)")
     assert sum(t.get_text() == "×" for t in fig.axes[0].texts) == 6
+    # the glossary's terms on the axes, as plot_attention
+    assert fig.axes[0].get_xlabel().startswith("键") and fig.axes[0].get_ylabel().startswith("查询")
     _draw(fig)
     probs = torch.tensor([0.5, 0.3, 0.2])
     fig = P.plot_token_distribution(probs, ["猫", "狗", "鱼"], compare=torch.tensor([1.0, 0, 0]))

@@ -423,8 +423,8 @@ def plot_mask(
         ax.set_xticks(range(len(xs)), xs, rotation=90 if max(map(len, xs), default=0) > 2 else 0)
     if ys is not None:
         ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    ax.set_xlabel("键（被关注的位置）")
+    ax.set_ylabel("查询（发出关注的位置）")
     if title:
         ax.set_title(title)
     return fig
