@@ -10,6 +10,7 @@ from lecturekit.chapters.ch03_ffn import (
     ZeroFFN,
     make_pair_table,
     pair_lookup_accuracy,
+    parameters_with_gradient,
     position_influence,
     train_pair_lookup,
     without_ffn,
@@ -100,3 +101,22 @@ def test_pair_tagger_and_training_reject_bad_input():
         model(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="square"):
         train_pair_lookup(model, torch.zeros(4, 3, dtype=torch.long), steps=1)
+
+
+def test_with_one_position_query_and_key_projections_get_no_gradient():
+    torch.manual_seed(0)
+    d, n_values, max_len = 8, 4, 3
+    table = make_pair_table(n_values, seed=0)
+    layers = [without_ffn(lecturekit.EncoderLayer(d, 2, 16, dropout=0.0)) for _ in range(2)]
+    model = PairTagger(n_values, d, layers, max_len=max_len)
+    total = sum(p.numel() for p in model.parameters())
+    dead_qk = 2 * 2 * (d * d + d)  # per layer: the query and key rows of W_qkv and its bias
+    dead_positions = (max_len - 1) * d  # positional rows never used at T = 1
+    assert parameters_with_gradient(model, table) == total - dead_qk - dead_positions
+    assert all(p.grad is None for p in model.parameters())
+    # the readout alone (no layers): every entry but the unused positional rows learns
+    bare = PairTagger(n_values, d, [], max_len=max_len)
+    total_bare = sum(p.numel() for p in bare.parameters())
+    assert parameters_with_gradient(bare, table) == total_bare - dead_positions
+    with pytest.raises(ValueError, match="square"):
+        parameters_with_gradient(bare, torch.zeros(4, 3, dtype=torch.long))

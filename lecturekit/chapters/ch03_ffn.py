@@ -6,6 +6,8 @@ transforms each position on its own.
 * :class:`PairTagger`, :func:`without_ffn`, :func:`train_pair_lookup`,
   :func:`pair_lookup_accuracy`: a per-position rule (a fixed random lookup table of a pair of
   symbols held at the same position) learnt by encoder stacks with and without FFN.
+* :func:`parameters_with_gradient`: how many parameters can learn that task at all (with one
+  position the query and key projections get no gradient).
 
 Everything runs in seconds on a CPU so that the chapter can call it.
 """
@@ -28,6 +30,7 @@ __all__ = [
     "make_pair_table",
     "train_pair_lookup",
     "pair_lookup_accuracy",
+    "parameters_with_gradient",
 ]
 
 
@@ -153,3 +156,25 @@ def pair_lookup_accuracy(model: PairTagger, table: torch.Tensor) -> float:
     with torch.no_grad():
         predicted = model(a, b).argmax(-1)  # (V*V, 1)
     return (predicted == table[a, b]).float().mean().item()
+
+
+def parameters_with_gradient(model: PairTagger, table: torch.Tensor) -> int:
+    """Number of parameter entries whose gradient is not exactly 0 on the lookup task.
+
+    One backward pass of the cross-entropy over all ``V * V`` pairs, each alone (``T = 1``),
+    as :func:`pair_lookup_accuracy` shows them. With a single position the softmax of every
+    attention head is 1 whatever the scores, so the query and key projections (weights and
+    biases) get an exact 0, and so do the positional rows other than position 0. The model's
+    gradients are cleared again afterwards.
+    """
+    n_values = table.size(0)
+    if table.shape != (n_values, n_values):
+        raise ValueError(f"table must be square (V, V), got {tuple(table.shape)}")
+    a = torch.arange(n_values).repeat_interleave(n_values)[:, None]  # (V*V, 1)
+    b = torch.arange(n_values).repeat(n_values)[:, None]
+    model.zero_grad(set_to_none=True)
+    logits = model(a, b)  # (V*V, 1, V)
+    nn.functional.cross_entropy(logits.reshape(-1, n_values), table[a, b].reshape(-1)).backward()
+    count = sum(int((p.grad != 0).sum()) for p in model.parameters() if p.grad is not None)
+    model.zero_grad(set_to_none=True)
+    return count

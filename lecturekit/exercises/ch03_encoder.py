@@ -141,7 +141,7 @@ register(
             "写函数 masked_feature_mean(x, padding_mask)：x 的形状是 (B, T, D) (float32)，"
             "padding_mask 是 (B, T) 的 bool 张量，True 表示该位置是填充 (padding)。\n"
             "返回每个特征在这一批所有**真实符号**上的均值（所有句子的真实符号放在一起平均）。"
-            "这正是批归一化 (BatchNorm) 在变长序列上应当使用、却常被填充污染的统计量。\n"
+            "这是批归一化 (BatchNorm) 在变长序列上更合理的（跳过填充的）统计量；不跳过时，它会被填充污染。\n"
             "填充位置上的 x 可以是任意有限值（不一定是 0）；有的句子没有填充，也可能整句都是填充，"
             "但整批至少有一个真实符号。"
         ),
@@ -248,7 +248,7 @@ register(
     Exercise(
         id="encoder.key_padding_mask",
         chapter=3,
-        title="为补齐的一批句子构造填充掩码 (key padding mask)",
+        title="为补齐的一批句子构造填充掩码 (padding mask)",
         prompt=(
             "一批长短不一的句子补齐成 tokens（形状 (B, S)，int64）后送进编码器，注意力不能分给填充。"
             "写函数 key_padding_mask(tokens, pad_id)：返回形状 (B, S) 的 bool 张量，按 PyTorch 的约定"
