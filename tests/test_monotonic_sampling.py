@@ -8,7 +8,7 @@ import torch
 
 from lecturekit.chapters.ch06_copy import AttentionToySeq2Seq, stretch_batch, train_toy
 from lecturekit.chapters.ch06_monotonic import MonotonicDecoder, path_faults
-from lecturekit.chapters.ch06_sampling import bigram_table, repeated_bigram_rate
+from lecturekit.chapters.ch06_sampling import bigram_table, prefix_table, repeated_bigram_rate
 from lecturekit.decoding import TableDecoder, greedy, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -88,9 +88,25 @@ def test_monotonic_decoder_matches_free_decoding_when_the_model_is_monotonic():
     assert torch.equal(free, windowed)
 
 
+def test_monotonic_decoder_without_stop_rules_is_the_masked_model():
+    model = _trained_stretch_model(40)
+    src, _, tgt_out, _ = stretch_batch(torch.Generator().manual_seed(9), 20)
+    decoder = MonotonicDecoder(model, stop_rules=False)
+    out = greedy(decoder, src, tgt_out.shape[1]).tokens
+    state = decoder.start(src)
+    fed = torch.cat([torch.ones_like(out[:, :1]), out[:, :-1]], dim=1)
+    for t in range(out.shape[1]):
+        log_probs, state = decoder.step(fed[:, t], state)
+        # the window only: the model's own distribution under the masks, EOS untouched
+        reference, _ = model(src, state[1], attn_mask=state[3])
+        torch.testing.assert_close(log_probs, reference[:, -1])
+
+
 def test_monotonic_decoder_rejects_other_models():
     with pytest.raises(TypeError, match="AttentionToySeq2Seq"):
         MonotonicDecoder(TableDecoder({"": {"A": 1.0}}))
+    with pytest.raises(TypeError, match="stop_rules"):
+        MonotonicDecoder(_trained_stretch_model(1), stop_rules=1)
 
 
 CORPUS = [s.split() for s in ("我 的 猫 睡了", "我 的 朋友 睡了", "我 的 朋友 的 猫 睡了")]
@@ -120,6 +136,22 @@ def test_greedy_loops_on_the_bigram_model():
     out = greedy(dec, None, 8).tokens[0]
     assert dec.decode(out, sep=" ") == "我 的 朋友 的 朋友 的 朋友 的"
     assert repeated_bigram_rate(dec.decode(out, sep=" ").split()) == pytest.approx(1 - 3 / 7)
+
+
+def test_prefix_table_sees_the_whole_prefix():
+    table = prefix_table(CORPUS)
+    assert table[()] == {"我": 1.0}
+    assert table[("我", "的")] == pytest.approx({"猫": 1 / 3, "朋友": 2 / 3})
+    # unlike the bigram model, the row after 我 的 朋友 的 is not the row after 我 的
+    assert table[("我", "的", "朋友", "的")] == {"猫": 1.0}
+    assert table[("我", "的", "猫", "睡了")] == {"<eos>": 1.0}
+    for row in table.values():
+        assert math.isclose(sum(row.values()), 1.0)
+    dec = TableDecoder(table)
+    # greedy outputs a training sentence: no loop (我 的 朋友 ties 睡了 and 的 at 1/2)
+    assert dec.decode(greedy(dec, None, 8).tokens[0], sep=" ").split() in CORPUS
+    with pytest.raises(ValueError, match="non-empty"):
+        prefix_table([["我"], []])
 
 
 def test_bigram_table_rejects_bad_input():

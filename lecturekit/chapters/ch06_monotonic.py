@@ -10,8 +10,11 @@ toy model of :mod:`lecturekit.chapters.ch06_copy` and adds the simplest hard mon
   output step) and says whether it skips a source position and whether it goes back.
 * :class:`MonotonicDecoder` wraps an :class:`~lecturekit.chapters.ch06_copy.AttentionToySeq2Seq`
   so that step ``t`` may only look at the position ``p`` the previous step looked at most, or
-  at ``p + 1`` ("stay or advance by one"), and so that it stops only once the alignment has
-  reached the last position and moves on: both faults are ruled out by construction. It
+  at ``p + 1`` ("stay or advance by one"), and (with ``stop_rules=True``) so that it stops
+  only once the alignment has reached the last position and moves on. The window rules out
+  going back and jumping over a position before the end; the stop rules rule out stopping
+  early. The forced stop is a heuristic for this toy model (it looks back once it has read
+  the last position); real speech synthesis systems usually predict a separate stop flag. It
   follows the decoding step protocol, so :func:`lecturekit.decoding.greedy` decodes it.
 
 Monotonic attention in the literature (Raffel et al. 2017; the forward attention of Zhang et
@@ -62,22 +65,27 @@ class MonotonicDecoder:
 
     At output step ``t`` the cross-attention may only look at source positions ``p`` and
     ``p + 1``, where ``p`` is the position step ``t - 1`` attended to most (``p = -1`` before
-    the first step, so the first step looks at position 0). The stop is tied to the alignment
-    too: EOS is forbidden until the last real source position has been read; after that the
-    window is lifted, and the first step that looks away from the last position emits EOS
-    (the alignment has moved past the end; the toy model signals the end by looking back).
+    the first step, so the first step looks at position 0). Once the last real source
+    position has been read, the window is lifted. With ``stop_rules`` the stop is tied to the
+    alignment too: EOS is forbidden until the last position has been read, and the first step
+    after that which looks away from the last position emits EOS (the alignment has moved
+    past the end; a heuristic for the toy model, which looks back once it has read
+    everything). Without them, the model's own output distribution decides when to stop.
 
     Args:
         model: a trained :class:`AttentionToySeq2Seq`; its weights are used unchanged.
+        stop_rules: apply the two stop rules (default); ``False`` keeps only the window.
 
     Decoding state: ``(src (B, S), fed (B, t), position (B,), masks (B, t, S))``; ``masks``
     holds the window of every step so far (True = may not look).
     """
 
-    def __init__(self, model: AttentionToySeq2Seq) -> None:
+    def __init__(self, model: AttentionToySeq2Seq, *, stop_rules: bool = True) -> None:
         if not isinstance(model, AttentionToySeq2Seq):
             raise TypeError(f"model must be an AttentionToySeq2Seq, got {type(model).__name__}")
-        self.model = model
+        if not isinstance(stop_rules, bool):
+            raise TypeError(f"stop_rules must be True or False, got {stop_rules!r}")
+        self.model, self.stop_rules = model, stop_rules
         self.vocab_size, self.pad_id = model.vocab_size, model.pad_id
         self.bos_id, self.eos_id = model.bos_id, model.eos_id
 
@@ -109,10 +117,11 @@ class MonotonicDecoder:
         log_probs, attention = log_probs[:, -1].clone(), attention[:, -1]  # (B, V), (B, S)
         looked = attention.argmax(-1)  # (B,)
         at_end = position >= last
-        log_probs[~at_end, self.eos_id] = -math.inf  # no stop before the last position is read
-        left = at_end & (looked != last)  # the alignment has moved past the end: stop
-        log_probs[left] = -math.inf
-        log_probs[left, self.eos_id] = 0.0
+        if self.stop_rules:
+            log_probs[~at_end, self.eos_id] = -math.inf  # no stop before the last is read
+            left = at_end & (looked != last)  # the alignment has moved past the end: stop
+            log_probs[left] = -math.inf
+            log_probs[left, self.eos_id] = 0.0
         position = torch.where(at_end, position, looked)
         return log_probs, (src, fed, position, masks), attention
 

@@ -1,14 +1,17 @@
-"""When randomness is a feature (p54): a counted bigram model that greedy decoding loops on.
+"""When randomness is a feature (p54): counted language models to decode with the book's code.
 
 The lecture's p54 argues that for tasks with many equally good outputs (story writing,
 dialogue, speech synthesis) always taking the most probable token can be worse than sampling.
-The chapter shows it on the smallest model that has the problem:
+The chapter looks at it on the smallest models that show what happens:
 
 * :func:`bigram_table` counts a bigram model (the next word depends on the last word only)
   from a few sentences and writes it as the table a
   :class:`lecturekit.decoding.TableDecoder` takes, for every prefix reachable in ``max_len``
   steps, so the book's own :func:`~lecturekit.decoding.greedy`,
   :func:`~lecturekit.decoding.sample` and :func:`~lecturekit.decoding.beam_search` decode it.
+* :func:`prefix_table` counts the model that sees the whole prefix (``P(next | prefix)`` from
+  the sentences that start with that prefix), the control that separates the bigram model's
+  one-word memory from the task having many right answers.
 * :func:`repeated_bigram_rate` measures how repetitive an output is.
 """
 
@@ -20,7 +23,7 @@ from itertools import pairwise
 
 from lecturekit._common import check_int
 
-__all__ = ["bigram_table", "repeated_bigram_rate"]
+__all__ = ["bigram_table", "prefix_table", "repeated_bigram_rate"]
 
 EOS = "<eos>"
 
@@ -44,10 +47,7 @@ def bigram_table(
     """
     check_int("max_len", max_len, minimum=1)
     check_int("max_prefixes", max_prefixes, minimum=1)
-    if not sentences or any(len(s) == 0 for s in sentences):
-        raise ValueError("sentences must be a non-empty list of non-empty word sequences")
-    if any(not isinstance(w, str) or w in {EOS, "<bos>", "<pad>"} for s in sentences for w in s):
-        raise ValueError("sentences must hold words (strings) other than <bos>, <eos>, <pad>")
+    _check_sentences(sentences)
     pairs: dict[str, Counter[str]] = defaultdict(Counter)
     for sentence in sentences:
         words = ["<bos>", *sentence, EOS]
@@ -65,6 +65,36 @@ def bigram_table(
             raise ValueError(f"the table would exceed max_prefixes={max_prefixes} prefixes")
         frontier = grown
     return table
+
+
+def prefix_table(sentences: Sequence[Sequence[str]]) -> dict[tuple[str, ...], dict[str, float]]:
+    """The maximum-likelihood model that conditions on the whole prefix, as a prefix table.
+
+    ``P(next | prefix)`` is the number of sentences that continue ``prefix`` with ``next``
+    divided by the number of sentences that start with ``prefix`` (``"<eos>"`` after a whole
+    sentence). Every prefix such a model can produce is a prefix of a training sentence, so
+    the table lists them all.
+
+    Args:
+        sentences: the training sentences, each a non-empty sequence of words (strings).
+
+    Returns:
+        ``{prefix tuple: {word or "<eos>": probability}}``, ready for ``TableDecoder``.
+    """
+    _check_sentences(sentences)
+    counts: dict[tuple[str, ...], Counter[str]] = defaultdict(Counter)
+    for sentence in sentences:
+        words = [*sentence, EOS]
+        for i, word in enumerate(words):
+            counts[tuple(words[:i])][word] += 1
+    return {p: {w: n / sum(c.values()) for w, n in c.items()} for p, c in counts.items()}
+
+
+def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:
+    if not sentences or any(len(s) == 0 for s in sentences):
+        raise ValueError("sentences must be a non-empty list of non-empty word sequences")
+    if any(not isinstance(w, str) or w in {EOS, "<bos>", "<pad>"} for s in sentences for w in s):
+        raise ValueError("sentences must hold words (strings) other than <bos>, <eos>, <pad>")
 
 
 def repeated_bigram_rate(words: Sequence[str]) -> float:

@@ -284,10 +284,10 @@ def _beam_step_cases() -> list[Case]:
             args=(torch.tensor([[-0.5, -1.5]], dtype=torch.float64), _log_probs((1, 2, 4), g)),
             label="一个句子，k = 2，V = 4",
         ),
-        Case(args=(first, _log_probs((1, 3, 5), g)), label="第一步：只有第 0 束有前缀"),
+        Case(args=(first, _log_probs((1, 3, 5), g)), label="第一步：束里只有第 0 个前缀"),
         Case(
             args=(torch.tensor([[-0.1, -6.0]], dtype=torch.float64), _log_probs((1, 2, 5), g, 0.3)),
-            label="最好的几个候选都来自同一束",
+            label="最好的几个候选都接在同一个前缀后面",
         ),
         Case(args=(-torch.rand(2, 2, generator=g).double(), forbidden), label="有的词概率为 0"),
         Case(
@@ -313,20 +313,20 @@ register(
         chapter=6,
         title="束搜索的一步",
         prompt=(
-            "实现 beam_step(scores, log_probs)：每个句子有 k 个束 (beam)，scores 形状 (B, k) 是每个束"
-            "里前缀的对数概率 log P(前缀)；log_probs 形状 (B, k, V) 是每个束的下一个词的对数概率。"
-            "两者都是 float64。把每个前缀接上一个词得到候选，每个句子在自己的全部 k·V 个候选里"
+            "实现 beam_step(scores, log_probs)：每个句子的束 (beam) 里有 k 个前缀，scores 形状 (B, k)"
+            " 是这些前缀的对数概率 log P(前缀)；log_probs 形状 (B, k, V) 是每个前缀的下一个词的对数"
+            "概率。两者都是 float64。把每个前缀接上一个词得到候选，每个句子在自己的全部 k·V 个候选里"
             "选出整句对数概率最大的 k 个。\n"
             "返回三元组 (new_scores, beams, tokens)，形状都是 (B, k)，按得分从大到小排列："
-            "new_scores 是候选前缀的对数概率 (float64)，beams 是它接在哪个束后面（0 到 k-1，int64），"
-            "tokens 是接上的词（0 到 V-1，int64）。\n"
-            "scores 里的 -inf 表示这个束是空的（第一步只有第 0 束有前缀）；log_probs 里也可能有 -inf"
-            "（不许生成的词）。V >= k，测试里得分最大的 k 个候选没有并列，也都是有限的数。"
+            "new_scores 是候选前缀的对数概率 (float64)，beams 是它接在束里第几个前缀后面"
+            "（0 到 k-1，int64），tokens 是接上的词（0 到 V-1，int64）。\n"
+            "scores 里的 -inf 表示束里这个位置是空的（第一步束里只有第 0 个前缀）；log_probs 里也"
+            "可能有 -inf（不许生成的词）。V >= k，测试里得分最大的 k 个候选没有并列，也都是有限的数。"
         ),
         hint=(
-            "候选的得分是整句的对数概率，不只是新词的对数概率；候选来自所有束，"
-            "不是每个束各选若干个。把 (束, 词) 两维摊平成一维再挑，挑完以后，"
-            "要从摊平后的位置还原出它属于哪个束、是哪个词。"
+            "候选的得分是整句的对数概率，不只是新词的对数概率；候选来自束里所有的前缀，"
+            "不是每个前缀各选若干个。把 (前缀, 词) 两维摊平成一维再挑，挑完以后，"
+            "要从摊平后的位置还原出它接在第几个前缀后面、是哪个词。"
         ),
         explanation=(
             "candidates = (scores[:, :, None] + log_probs).reshape(B, k * V)；"
