@@ -121,3 +121,17 @@ def test_notebook_is_committed_executed_in_order(path: Path) -> None:
         if output.output_type == "error"
     ]
     assert not errors, f"{path.name}: committed outputs contain errors {errors}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_markdown_has_no_tab_character(path: Path) -> None:
+    """A tab in a markdown cell is almost always a lost backslash (``\\text`` saved as TAB + ext)."""
+    bad = [
+        i
+        for i, cell in enumerate(_read(path).cells)
+        if cell.cell_type == "markdown" and "\t" in cell.source
+    ]
+    assert not bad, (
+        f"{path.name}: markdown cells {bad} contain a TAB character; in a formula write "
+        "\\text (JSON '\\\\text'), elsewhere use spaces"
+    )

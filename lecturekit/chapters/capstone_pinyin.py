@@ -394,7 +394,7 @@ def format_table(results: dict[tuple[str, str], Scores]) -> str:
 
 def candidate_bar(ime: TransformerIME, pinyin: str, k: int = 5) -> str:
     """One input's n-best list as an input method's candidate bar with probabilities:
-    ``"shi shi  1.实施 0.41  2.事实 0.25 ..."``."""
+    ``"li shi        1.历史 0.21  2.历时 0.04 ..."`` (illustrative)."""
     row = ime.scored_candidates([pinyin], k)[0]
     return f"{pinyin:14s}" + "  ".join(f"{i}.{w} {p:.2f}" for i, (w, p) in enumerate(row, 1))
 

@@ -164,7 +164,7 @@ register(
     Exercise(
         id="pinyin.top_k_accuracy",
         chapter=CAPSTONE,
-        title="候选栏的 top-k 准确率",
+        title="候选栏的 top-k 完全匹配率",
         prompt=(
             "实现 top_k_accuracy(candidates, references, k)：candidates[i] 是第 i 个输入的候选"
             "列表（最好的在前，可能少于 k 个，也可能为空），references[i] 是正确的词。返回正确"
