@@ -21,10 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-PAGES = sorted((ROOT / "book").glob("*.md"))
+from test_prose import NOTEBOOKS, PAGES, reader_text
 
 
 @dataclass(frozen=True)
@@ -37,10 +34,10 @@ class Chapter:
 
 
 def read_chapter(path: Path) -> Chapter:
+    markdown = tuple(reader_text(path))
     if path.suffix == ".md":
-        return Chapter(path.name, (path.read_text(encoding="utf-8"),), "")
+        return Chapter(path.name, markdown, "")
     notebook = nbformat.read(path, as_version=4)
-    markdown = tuple(c.source for c in notebook.cells if c.cell_type == "markdown")
     printed: list[str] = []
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
