@@ -60,7 +60,7 @@ register(
         prompt=(
             "写函数 layernorm(x, eps=1e-5)：对 x 的最后一维（一个符号的 D 个特征）做 p19 的"
             "层归一化，结果与不带 γ、β 的 torch.nn.LayerNorm 相同：\n"
-            "方差用总体方差（除以 D），eps 的用法也按 torch 的约定。x 是 float32，形状 (..., D)，例如 (N, D) 或 (B, T, D)。\n"
+            "方差用总体方差（除以 D），eps 的用法也按 torch 的约定。x 是 float32，形状 (..., D)，例如 (T, D) 或 (B, T, D)。\n"
             "测试会用关键字传入别的 eps（例如 eps=0.5），也有方差很小的行；"
             "一行全相等时方差为 0，这一行的结果是 0。"
         ),
