@@ -9,18 +9,19 @@ Usage (on a machine with a CUDA GPU, triton installed, TRITON_INTERPRET unset):
    at sequence lengths 1k and 4k, head dims 64 and 128, causal or not, with key padding.
 2. FlashAttention TFLOP/s, forward and forward+backward, against
    ``torch.nn.functional.scaled_dot_product_attention`` restricted to its flash backend; bf16,
-   head dims 64 and 128, sequence 1k to 16k, causal and not. FLOPs = 4 * B * H * N^2 * D,
+   head dims 64 and 128, sequence 1k to 16k, causal and not. FLOPs = 4 * B * h * n^2 * d_k,
    halved when causal, x3.5 for forward+backward: the convention of Dao-AILab/flash-attention's
    benchmarks/benchmark_flash_attention.py, which counts FlashAttention-2's backward (recompute
    S = QK^T, then four more matrix products: five against the forward's two, 2.5x; 3.5x in
    all). lecturekit's backward runs two kernels that each recompute S and dP (seven products,
    4.5x in all), so its TFLOP/s is "effective" under that convention, as fair to SDPA as the
-   FlashAttention project's own numbers. Batch * sequence = 16k tokens, H * D = 2048.
+   FlashAttention project's own numbers. Batch * sequence = 16k tokens, h * d_k = 2048.
 3. Softmax and LayerNorm forward bandwidth (GB/s) against torch and against a measured
    device-to-device copy of the same bytes.
 
-Prints markdown tables (paste them into benchmarks/RESULTS.md) and ``RESULT <name> <value>``
-lines last. Goals: attention >= 0.8x SDPA flash; softmax and LayerNorm >= 85% of copy.
+Prints markdown tables (paste them into benchmarks/RESULTS.md), headed in the book's symbols
+(sequence length n, h heads, head dim d_k), and ``RESULT <name> <value>`` lines last.
+Goals: attention >= 0.8x SDPA flash; softmax and LayerNorm >= 85% of copy.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def check_attention() -> list[str]:
     """Correctness in bf16 at real sizes; returns failure messages."""
     failures = []
     print("## Correctness (bf16, vs float32 reference; bound = 2 x SDPA-bf16 error + 1e-5)\n")
-    print("| N | D | causal | tensor | kernel error | SDPA bf16 error | ok |")
+    print("| n | d_k | causal | tensor | kernel error | SDPA bf16 error | ok |")
     print("|---|---|---|---|---|---|---|")
     for n in (1024, 4096):
         for d in (64, 128):
@@ -134,9 +135,9 @@ def check_attention() -> list[str]:
 
 def bench_attention() -> tuple[float, float]:
     """TFLOP/s table; returns the worst forward and forward+backward ratios vs SDPA flash."""
-    print("## FlashAttention, bf16, TFLOP/s (batch x N = 16k tokens, H x D = 2048)\n")
+    print("## FlashAttention, bf16, TFLOP/s (batch x n = 16k tokens, h x d_k = 2048)\n")
     print(
-        "| D | causal | N | fwd ours | fwd SDPA-flash | ratio | fwd+bwd ours | fwd+bwd SDPA-flash | ratio |"
+        "| d_k | causal | n | fwd ours | fwd SDPA-flash | ratio | fwd+bwd ours | fwd+bwd SDPA-flash | ratio |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     worst_fwd, worst_bwd = math.inf, math.inf
@@ -177,8 +178,8 @@ def bench_attention() -> tuple[float, float]:
 
 def bench_bandwidth() -> tuple[float, float]:
     """Softmax and LayerNorm GB/s vs torch and vs copy; returns the worst fractions of copy."""
-    print("## Softmax and LayerNorm forward, bf16, GB/s (rows x N = 32M elements)\n")
-    print("| op | N | ours | torch | copy | ours / copy |")
+    print("## Softmax and LayerNorm forward, bf16, GB/s (rows x row length = 32M elements)\n")
+    print("| op | row length | ours | torch | copy | ours / copy |")
     print("|---|---|---|---|---|---|")
     worst = {"softmax": math.inf, "layernorm": math.inf}
     for op in ("softmax", "layernorm"):

@@ -136,17 +136,18 @@ register(
         chapter=7,
         title="数一数朴素注意力搬运的字节",
         prompt=(
-            "不融合的注意力（一个头，Nq = Nk = n，头维度 d）：读 Q、K，算出分数 S 写回显存；"
+            "不融合的注意力（一个头，查询和键的个数都是 n，头维度 d_k，也就是参数 d）："
+            "读 Q、K，算出分数 S 写回显存；"
             "softmax 读 S、写 P；再读 P 和 V，写出 O。写 naive_attention_bytes(n, d, bytes_per_element)，"
             "返回这些步骤一共读写的字节数。n、d、bytes_per_element 都是正整数。"
         ),
         hint=(
-            "把每一步读写的矩阵列出来：有的是 n×n，有的是 n×d；一个矩阵每被读或写一次，"
+            "把每一步读写的矩阵列出来：有的是 n×n，有的是 n×d_k；一个矩阵每被读或写一次，"
             "就搬运它的全部元素。最后别忘了一个元素占几个字节。"
         ),
         explanation=(
-            "n×n 的矩阵被读写 4 次（写 S、读 S、写 P、读 P），n×d 的矩阵 4 次（读 Q、K、V，写 O）："
-            "(4n² + 4nd) · bytes_per_element。"
+            "n×n 的矩阵被读写 4 次（写 S、读 S、写 P、读 P），n×d_k 的矩阵 4 次（读 Q、K、V，写 O）："
+            "(4n² + 4n·d_k) · bytes_per_element。"
         ),
         kind="function",
         returns=Integer(),
