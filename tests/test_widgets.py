@@ -57,8 +57,10 @@ def test_explore_sampling(capsys):
     assert heights[4:] == pytest.approx([1.0, 0.0, 0.0, 0.0])
     fig = W.explore_sampling(logits, ["猫", "狗", "鱼", "鸟"], static=True)
     assert len(fig.axes) == len(W.DEFAULT_SAMPLING_SETTINGS)
-    assert fig.axes[2].get_title() == "T=1.00, top-k=3"
+    assert fig.axes[2].get_title() == "τ=1.00, top-k=3"
     assert "0 = 不限" in box.controls["top_k"].description  # not only in a tooltip
+    # the book writes the temperature τ (T is the target length)
+    assert box.controls["temperature"].description == "温度 τ"
 
 
 def test_explore_sampling_title_shows_what_the_sliders_show(capsys):
@@ -69,9 +71,9 @@ def test_explore_sampling_title_shows_what_the_sliders_show(capsys):
     assert top_p.readout_format == W.TOP_P_FORMAT == ".2f"
     temperature.value = 10**0.25  # what the slider holds at this step: 1.7782794...
     top_p.value = 0.1 + 0.05 * 15  # 0.8500000000000001, as float steps land
-    assert box.figure.axes[0].get_title() == "T=1.78, top-p=0.85"
+    assert box.figure.axes[0].get_title() == "τ=1.78, top-p=0.85"
     temperature.value = 1.0
-    assert box.figure.axes[0].get_title() == "T=1.00, top-p=0.85"
+    assert box.figure.axes[0].get_title() == "τ=1.00, top-p=0.85"
 
 
 def test_masks(capsys):

@@ -128,7 +128,7 @@ def explore_attention(
 # ---------------------------------------------------------------------------------------------
 
 # The figure titles print the values in the format the sliders' readouts use (fixed-point
-# formats read the same in Python and in the widgets' d3-format), so a title says T=1.78 when
+# formats read the same in Python and in the widgets' d3-format), so a title says τ=1.78 when
 # the slider shows 1.78.
 TEMPERATURE_FORMAT = ".2f"
 TOP_P_FORMAT = ".2f"
@@ -163,7 +163,7 @@ def sampling_distribution(
 def _setting_label(
     temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
 ) -> str:
-    parts = [f"T={temperature:{TEMPERATURE_FORMAT}}"]
+    parts = [f"τ={temperature:{TEMPERATURE_FORMAT}}"]  # τ: the book's temperature, T is a length
     if top_k:
         parts.append(f"top-k={top_k}")
     if top_p is not None and top_p < 1.0:
@@ -208,7 +208,7 @@ def explore_sampling(
             min=-1,
             max=0.7,
             step=0.05,
-            description="温度 T",
+            description="温度 τ",
             readout_format=TEMPERATURE_FORMAT,
         ),
         "top_k": widgets.IntSlider(
