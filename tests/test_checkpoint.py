@@ -6,7 +6,6 @@ import os
 
 import pytest
 import torch
-from conftest import build_tiny_model
 
 from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
 
@@ -182,8 +181,8 @@ def test_files_without_a_checksum_still_load(tmp_path, make_tiny_model) -> None:
     assert torch.equal(loaded.output_proj.weight, model.output_proj.weight)
 
 
-def _edited(tmp_path, edit) -> str:
-    payload = torch.load(save_checkpoint(tmp_path / "m.pt", build_tiny_model()), weights_only=True)
+def _edited(tmp_path, model, edit) -> str:
+    payload = torch.load(save_checkpoint(tmp_path / "m.pt", model), weights_only=True)
     del payload["checksum"]
     edit(payload)
     torch.save(payload, tmp_path / "edited.pt")
@@ -217,9 +216,11 @@ def _set(key: str, value):
         (lambda p: p.__setitem__("tgt_vocab", {"kind": "?"}), r"tgt_vocab is invalid"),
     ],
 )
-def test_damaged_or_crafted_checkpoints_give_a_clear_error(tmp_path, edit, pattern) -> None:
+def test_damaged_or_crafted_checkpoints_give_a_clear_error(
+    tmp_path, tiny_model, edit, pattern
+) -> None:
     with pytest.raises(ValueError, match=pattern):
-        load_checkpoint(_edited(tmp_path, edit))
+        load_checkpoint(_edited(tmp_path, tiny_model, edit))
 
 
 def test_empty_file_and_impossible_map_location(tmp_path, monkeypatch, make_tiny_model) -> None:
