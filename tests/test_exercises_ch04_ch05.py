@@ -173,34 +173,56 @@ def ce_gather(logits, labels, pad_id):
     return -(picked * keep).sum() / max(int(keep.sum()), 1)
 
 
-def ce_torch_sum(logits, labels, pad_id):
-    total = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),
-        labels.reshape(-1),
-        ignore_index=pad_id,
-        reduction="sum",
-    )
-    count = (labels != pad_id).sum().item()
-    return total.item() / count if count else 0.0
+def ce_boolean_indexing(logits, labels, pad_id):
+    keep = labels != pad_id
+    log_probs = torch.log_softmax(logits, dim=-1)[keep]  # (N, V), real tokens only
+    picked = log_probs[torch.arange(len(log_probs)), labels[keep]]
+    return -picked.mean().item() if len(picked) else 0.0
+
+
+def _token_nll(logits, labels, pad_id):  # (B, T), 0 at the padding positions
+    keep = labels != pad_id
+    log_probs = torch.log_softmax(logits, dim=-1)
+    return -log_probs.gather(-1, labels.where(keep, 0).unsqueeze(-1)).squeeze(-1) * keep
 
 
 def ce_counts_padding(logits, labels, pad_id):
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten().clamp(min=0))
+    safe = labels.clamp(min=0)  # -100 becomes class 0: the padding is a label like any other
+    return -torch.log_softmax(logits, -1).gather(-1, safe.unsqueeze(-1)).mean()
 
 
 def ce_mean_of_sentence_means(logits, labels, pad_id):
-    nll = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id, reduction="none")
     keep = (labels != pad_id).float()
+    nll = _token_nll(logits, labels, pad_id)
     return ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).mean()
 
 
 def ce_divides_by_all_positions(logits, labels, pad_id):
-    nll = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id, reduction="none")
-    return nll.sum() / labels.numel()
+    return _token_nll(logits, labels, pad_id).sum() / labels.numel()
 
 
 def ce_nan_without_tokens(logits, labels, pad_id):  # 0/0 when the batch is all padding
-    return F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id)
+    return _token_nll(logits, labels, pad_id).sum() / (labels != pad_id).sum()
+
+
+def ce_torch_ignore_index(logits, labels, pad_id):  # right, but the task forbids the library
+    total = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id, reduction="sum")
+    return total / (labels != pad_id).sum().clamp(min=1)
+
+
+def ce_nll_loss(logits, labels, pad_id):  # cross_entropy in two steps: also forbidden
+    log_probs = torch.log_softmax(logits, dim=-1).transpose(1, 2)
+    total = F.nll_loss(log_probs, labels, ignore_index=pad_id, reduction="sum")
+    return total / (labels != pad_id).sum().clamp(min=1)
+
+
+def ce_from_lecturekit(logits, labels, pad_id):  # the chapter's own loss: forbidden
+    from lecturekit.training import label_smoothed_nll
+
+    per_token = label_smoothed_nll(
+        logits, labels, smoothing=0.0, ignore_index=pad_id, reduction="none"
+    )
+    return per_token.sum() / (labels != pad_id).sum().clamp(min=1)
 
 
 def ce_edits_labels_in_place(logits, labels, pad_id):
@@ -243,12 +265,18 @@ def noam_steps_from_zero(step, d_model, warmup_steps):
     return noam_formula(step + 1, d_model, warmup_steps)
 
 
+def noam_from_lecturekit(step, d_model, warmup_steps):  # the chapter imports it: forbidden
+    from lecturekit.training import noam_lr
+
+    return noam_lr(step, d_model, warmup_steps)
+
+
 SOLUTIONS = {
     "decoder.causal_mask": [causal_triu, causal_compare_positions, causal_nested_lists],
     "decoder.self_attention_mask": [self_mask_broadcast, self_mask_loops],
     "decoder.attention_shapes": [((8, 8), (8, 50)), shapes_as_lists(), SHAPES_FROM_TENSORS],
     "training.teacher_forcing": [tf_vectorised, tf_lists],
-    "training.masked_cross_entropy": [ce_gather, ce_torch_sum],
+    "training.masked_cross_entropy": [ce_gather, ce_boolean_indexing],
     "training.noam_lr": [noam_formula, noam_float32_tensor],
 }
 
@@ -287,12 +315,16 @@ MISTAKES = {
         (ce_nan_without_tokens, "得到 nan"),
         (ce_edits_labels_in_place, "修改了输入参数 labels"),
         (ce_pad_label_as_index, "出错"),
+        (ce_torch_ignore_index, "不允许用它"),
+        (ce_nll_loss, "不允许用它"),
+        (ce_from_lecturekit, "不允许用它"),
     ],
     "training.noam_lr": [
         (noam_max, "期望"),
         (noam_without_d_model, "期望"),
         (noam_wrong_warmup_power, "期望"),
         (noam_steps_from_zero, "期望"),
+        (noam_from_lecturekit, "不允许用它"),
     ],
 }
 

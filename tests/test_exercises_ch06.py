@@ -217,6 +217,12 @@ def score_integer_division(log_prob, length, alpha):
     return log_prob / ((5 + length) // 6) ** alpha
 
 
+def score_from_lecturekit(log_prob, length, alpha):  # the chapter's cell after: forbidden
+    from lecturekit.decoding import length_penalty
+
+    return log_prob / length_penalty(length, alpha)
+
+
 def test_beam_step_matches_lecturekit_on_every_hidden_case():
     for case in get_exercise("decoding.beam_step").cases():
         expected = beam_step(*case.args)
@@ -343,6 +349,7 @@ MISTAKES = {
         (score_multiplied, "期望"),
         (score_without_power, "期望"),
         (score_integer_division, "期望"),
+        (score_from_lecturekit, "不允许用它"),
     ],
     "decoding.beam_step": [
         (beam_forgets_prefix, "数值不对"),

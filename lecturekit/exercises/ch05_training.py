@@ -159,14 +159,18 @@ register(
         explanation=(
             "log_probs = torch.log_softmax(logits, -1)；keep = labels != pad_id；"
             "nll = -log_probs.gather(-1, labels.where(keep, 0).unsqueeze(-1)).squeeze(-1)；"
-            "loss = (nll * keep).sum() / keep.sum().clamp(min=1)。也可以用 "
-            "F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=pad_id, reduction='sum') "
-            "再除以 max(真实符号数, 1)。"
+            "loss = (nll * keep).sum() / keep.sum().clamp(min=1)。"
         ),
         kind="function",
         returns=Real(),
         cases=_masked_ce_cases,
         reference=reference_masked_cross_entropy,
+        # the chapter's cell after the exercise computes this with them: write it out instead
+        forbidden=(
+            "torch.nn.functional.cross_entropy",
+            "torch.nn.functional.nll_loss",
+            "lecturekit.training.losses.label_smoothed_nll",
+        ),
     )
 )
 
@@ -221,5 +225,6 @@ register(
         returns=Real(),
         cases=_noam_cases,
         reference=reference_noam_lr,
+        forbidden=("lecturekit.training.schedules.noam_lr",),  # the chapter imports it
     )
 )

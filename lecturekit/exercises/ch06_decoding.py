@@ -249,6 +249,7 @@ register(
         returns=Real(),
         cases=_penalty_cases,
         reference=reference_length_penalised_score,
+        forbidden=("lecturekit.decoding.beam.length_penalty",),  # the chapter calls it after
     )
 )
 
