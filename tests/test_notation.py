@@ -50,6 +50,7 @@ FORBIDDEN = {
     r"d_{ff}": re.compile(r"d_\{ff\}"),
     "N^2 / N x N as a length": re.compile(r"(?<![A-Za-z_\\])N\s*\^|N\s*\\times\s*N(?![A-Za-z_])"),
     "N_q / N_k / N_enc": re.compile(r"N_\{?(?:q|k|\\text\{(?:enc|dec)\})"),
+    "N x d as a length": re.compile(r"\{N\s*\\times|(?<![A-Za-z_\\])N\s*\\times\s*d"),
 }
 INLINE_MATH = re.compile(r"(?<!\$)\$(?!\$)([^$\n]+?)\$")
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
@@ -101,6 +102,7 @@ def test_forbidden_spellings_are_found_in_planted_text() -> None:
     assert forbidden_spellings("每个头一张 $N \\times N$ 的表") == ["N^2 / N x N as a length"]
     assert forbidden_spellings("朴素实现要 $4N^2D$ 次运算") == ["N^2 / N x N as a length"]
     assert forbidden_spellings("$N_q = N_k$") == ["N_q / N_k / N_enc"]
+    assert forbidden_spellings("$Q \\in \\mathbb{R}^{N \\times d_k}$") == ["N x d as a length"]
     assert forbidden_spellings("$d_{ff} = 4 d_{model}$") == [r"d_{model}", r"d_{ff}"]
     # the book's spellings, the matmul's local K x N, and code pass
     assert (
