@@ -109,6 +109,17 @@ def self_mask_padding_as_zero(tgt, pad_id):  # assumes the padding id is always 
     return torch.ones(T, T, dtype=torch.bool).triu(1) | (tgt == 0)[:, None, :]
 
 
+def self_mask_from_lecturekit(tgt, pad_id):  # the chapter's own cell, wrapped in a function
+    causal = lecturekit.causal_mask(tgt.shape[1])
+    return causal[None, :, :] | lecturekit.padding_mask(tgt, pad_id)[:, None, :]
+
+
+def self_mask_from_masks_module(tgt, pad_id):  # its own causal mask, the library's padding
+    T = tgt.shape[1]
+    padding = lecturekit.model.masks.padding_mask(tgt, pad_id)
+    return torch.ones(T, T, dtype=torch.bool).triu(1) | padding[:, None, :]
+
+
 def shapes_as_lists():
     return [[8, 8], [8, 50]]
 
@@ -292,6 +303,8 @@ MISTAKES = {
         (self_mask_causal_only, "数值不对"),
         (self_mask_and_instead_of_or, "数值不对"),
         (self_mask_padding_as_zero, "pad_id=3"),
+        (self_mask_from_lecturekit, "不允许用它"),
+        (self_mask_from_masks_module, "不允许用它"),
     ],
     "decoder.attention_shapes": [
         (((8, 8), (50, 8)), "期望 ((8, 8), (8, 50))，得到 ((8, 8), (50, 8))"),
