@@ -21,9 +21,9 @@ INF = float("-inf")
 
 
 def _mass_strictly_above(logits: torch.Tensor) -> torch.Tensor:
-    """(N, V): for each token, the total probability of the strictly more probable tokens."""
+    """(B, V): for each token, the total probability of the strictly more probable tokens."""
     probs = logits.double().softmax(-1)
-    above = probs[:, None, :] > probs[:, :, None]  # [n, i, j]: token j more probable than i
+    above = probs[:, None, :] > probs[:, :, None]  # [b, i, j]: token j more probable than i
     return (probs[:, None, :] * above).sum(-1)
 
 
@@ -31,7 +31,7 @@ def test_top_k_keeps_what_fewer_than_k_tokens_beat():
     g = torch.Generator().manual_seed(0)
     for k in (1, 2, 5, 9):
         logits = torch.randint(-2, 3, (4, 7), generator=g).float()
-        beaten_by = (logits[:, None, :] > logits[:, :, None]).sum(-1)  # (N, V)
+        beaten_by = (logits[:, None, :] > logits[:, :, None]).sum(-1)  # (B, V)
         expected = logits.masked_fill(beaten_by >= k, INF)
         assert torch.equal(reference_top_k(logits, k), expected)
 

@@ -68,7 +68,8 @@ register(
         prompt=(
             "写函数 teacher_forcing(gold, bos_id, eos_id, pad_id)。gold 形状 (B, T) (int64)，每行是一个目标句的\n"
             "符号编号（不含 <bos>/<eos>），句子靠左，右侧用 pad_id 补齐（句子中间没有 pad_id）。\n"
-            "decoder_input = <bos> y1 ... yn 再补 pad；labels = y1 ... yn <eos> 再补 pad (p45–p46)。\n"
+            "decoder_input = <bos> y1 ... ym 再补 pad；labels = y1 ... ym <eos> 再补 pad (p45–p46)，"
+            "m 是这一行的真实长度（不超过 T）。\n"
             "没有填充的行，<eos> 落在新加的最后一列；整行都是填充的行（空句子），"
             "decoder_input 只有 <bos>，labels 只有 <eos>，其余都是 pad。"
         ),
@@ -79,8 +80,8 @@ register(
         explanation=(
             "decoder_input = torch.cat([torch.full((B, 1), bos_id), gold], dim=1)；"
             "labels = torch.cat([gold, torch.full((B, 1), pad_id)], dim=1)，"
-            "再把每行第 n 个位置（n = 该行非 pad 的个数）设为 eos_id："
-            "labels[torch.arange(B), n] = eos_id。"
+            "再把每行第 m 个位置（m = 该行非 pad 的个数）设为 eos_id："
+            "labels[torch.arange(B), m] = eos_id。"
         ),
         kind="function",
         returns=Items(

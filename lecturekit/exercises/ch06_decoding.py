@@ -17,10 +17,10 @@ from lecturekit.exercises.specs import Array, Items, Real
 
 
 def reference_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep, per row of ``(N, V)``, the logits not below the row's k-th largest (ties at the
+    """Keep, per row of ``(B, V)``, the logits not below the row's k-th largest (ties at the
     boundary all stay; k >= V keeps everything); the others become ``-inf``."""
     k = min(k, logits.shape[-1])
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (N, 1): k-th largest per row
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (B, 1): k-th largest per row
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
@@ -37,11 +37,11 @@ def _top_k_cases() -> list[Case]:
     ]
     rng = random.Random(13)
     for _ in range(3):
-        n, v = rng.randint(1, 4), rng.randint(2, 12)
+        b, v = rng.randint(1, 4), rng.randint(2, 12)
         k = rng.randint(1, v + 2)
-        logits = torch.randint(-3, 4, (n, v), generator=g).float()  # integers: ties are common
-        logits += torch.randn(n, v, generator=g) * rng.choice([0.0, 1.0])
-        cases.append(Case(args=(logits, k), label=f"随机输入 (N, V) = {(n, v)}，k = {k}"))
+        logits = torch.randint(-3, 4, (b, v), generator=g).float()  # integers: ties are common
+        logits += torch.randn(b, v, generator=g) * rng.choice([0.0, 1.0])
+        cases.append(Case(args=(logits, k), label=f"随机输入 (B, V) = {(b, v)}，k = {k}"))
     return cases
 
 
@@ -51,7 +51,7 @@ register(
         chapter=6,
         title="top-k 过滤",
         prompt=(
-            "实现 top_k_filter(logits, k)：logits 形状为 (N, V) (float32)。对每一行只保留最大的 k 个 "
+            "实现 top_k_filter(logits, k)：logits 形状为 (B, V) (float32)。对每一行只保留最大的 k 个 "
             "logit，其余位置设为 float('-inf')，保留下来的值不变；返回一个新的张量。\n"
             "并列：与这一行第 k 大的值相等的 logit 都保留（所以并列时可能多于 k 个）。"
             "k >= 1；k >= V 时什么都不去掉。"
@@ -61,11 +61,11 @@ register(
             "等于门槛的留下。k 比一行的长度还大时，门槛应该是什么？"
         ),
         explanation=(
-            "kth = torch.topk(logits, min(k, V), dim=-1).values[..., -1:]，每行第 k 大的值，形状 (N, 1)；"
+            "kth = torch.topk(logits, min(k, V), dim=-1).values[..., -1:]，每行第 k 大的值，形状 (B, 1)；"
             "答案是 logits.masked_fill(logits < kth, float('-inf'))，masked_fill 返回新张量。"
         ),
         kind="function",
-        returns=Array("float32", "(N, V)"),
+        returns=Array("float32", "(B, V)"),
         cases=_top_k_cases,
         reference=reference_top_k,
     )
@@ -78,14 +78,14 @@ register(
 
 
 def reference_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep, per row of ``(N, V)``, the tokens whose strictly more probable tokens have total
+    """Keep, per row of ``(B, V)``, the tokens whose strictly more probable tokens have total
     probability below ``p``: the smallest set of most probable tokens whose probability reaches
     ``p``, with tied tokens kept or dropped together. The most probable token always stays;
     ``p >= 1`` keeps everything."""
     if p >= 1:
         return logits.clone()
     sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)
-    probs = sorted_logits.double().softmax(dim=-1)  # (N, V), descending
+    probs = sorted_logits.double().softmax(dim=-1)  # (B, V), descending
     before = probs.cumsum(dim=-1) - probs  # mass of the tokens sorted before each one
     kept = before < p
     kept[..., 0] = True  # the most probable token always stays
@@ -115,11 +115,11 @@ def _top_p_cases() -> list[Case]:
     ]
     rng = random.Random(14)
     for _ in range(3):
-        n, v, p = rng.randint(1, 4), rng.randint(2, 12), round(rng.uniform(0.05, 0.95), 2)
+        b, v, p = rng.randint(1, 4), rng.randint(2, 12), round(rng.uniform(0.05, 0.95), 2)
         cases.append(
             Case(
-                args=(torch.randn(n, v, generator=g) * rng.choice([1.0, 3.0]), p),
-                label=f"随机输入 (N, V) = {(n, v)}，p = {p}",
+                args=(torch.randn(b, v, generator=g) * rng.choice([1.0, 3.0]), p),
+                label=f"随机输入 (B, V) = {(b, v)}，p = {p}",
             )
         )
     return cases
@@ -131,7 +131,7 @@ register(
         chapter=6,
         title="核采样的 top-p 过滤",
         prompt=(
-            "实现 top_p_filter(logits, p)：logits 形状为 (N, V) (float32)。对每一行，一个词保留，"
+            "实现 top_p_filter(logits, p)：logits 形状为 (B, V) (float32)。对每一行，一个词保留，"
             "当且仅当概率 softmax(logits) 严格大于它的那些词的概率之和小于 p——也就是按概率从大到小"
             "累加、刚好达到 p 的最小集合（让累计概率越过 p 的那个词也保留）。其余位置设为 "
             "float('-inf')，保留的值不变，顺序与输入相同；返回一个新的张量。\n"
@@ -151,7 +151,7 @@ register(
             "用门槛而不是按排序位置去掉，并列的词就同进同出。"
         ),
         kind="function",
-        returns=Array("float32", "(N, V)"),
+        returns=Array("float32", "(B, V)"),
         cases=_top_p_cases,
         reference=reference_top_p,
     )
