@@ -123,6 +123,47 @@ def test_notebook_is_committed_executed_in_order(path: Path) -> None:
     assert not errors, f"{path.name}: committed outputs contain errors {errors}"
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def missing_widget_models(notebook: nbformat.NotebookNode) -> list[str]:
+    """Model ids of widget outputs that the notebook's saved widget state does not hold.
+
+    The HTML book draws a widget from that state; an output kept from one run next to the
+    state of another run (re-executing, then putting back a cell's old outputs) draws nothing.
+    """
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    return [
+        output["data"][WIDGET_VIEW]["model_id"]
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if WIDGET_VIEW in output.get("data", {})
+        and output["data"][WIDGET_VIEW]["model_id"] not in state
+    ]
+
+
+def test_missing_widget_models_are_found_in_a_planted_notebook() -> None:
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("slider")
+    cell.outputs = [nbformat.v4.new_output("display_data", {WIDGET_VIEW: {"model_id": "a1"}})]
+    notebook.cells = [cell]
+    assert missing_widget_models(notebook) == ["a1"]
+    notebook.metadata["widgets"] = {WIDGET_STATE: {"state": {"a1": {}}}}
+    assert missing_widget_models(notebook) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_widget_outputs_have_their_saved_state(path: Path) -> None:
+    missing = missing_widget_models(_read(path))
+    assert not missing, (
+        f"{path.name}: widget outputs {missing} have no saved widget state, so the HTML book "
+        "shows nothing there; re-execute the whole notebook (make notebooks NOTEBOOKS=...) "
+        "instead of restoring some outputs from an older run"
+    )
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_markdown_has_no_tab_character(path: Path) -> None:
     """A tab in a markdown cell is almost always a lost backslash (``\\text`` saved as TAB + ext)."""
