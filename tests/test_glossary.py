@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_prose import GLOSSARY, GLOSSARY_HEADING, ROOT, reader_text
+from test_notebooks import toc_files
+from test_prose import (
+    CODE,
+    GLOSSARY,
+    GLOSSARY_HEADING,
+    LINK_TARGET,
+    ROOT,
+    glossary_table,
+    reader_text,
+)
 
 # words that are also everyday words for another thing: 后置 (a postposed adjective in a
 # sentence), 步长 (an optimiser's step size before chapter 7's stride), 网格 (a grid of plots
@@ -26,9 +35,8 @@ HOMONYMS = {"后置", "步长", "网格"}
 # the recap page after chapter 6 names what later chapters teach, with links to them
 RECAP_PAGES = {"book/lecture_map.md"}
 HIDDEN = [
-    re.compile(r"```.*?```", re.S),  # code blocks
-    re.compile(r"`[^`\n]*`"),  # inline code
-    re.compile(r"\]\([^)]*\)"),  # link targets
+    CODE,
+    LINK_TARGET,
     re.compile(r"\$\$.*?\$\$", re.S),  # display math
     re.compile(r"\$[^$\n]*\$"),  # inline math
 ]
@@ -40,8 +48,7 @@ GLOSS_AFTER = r"(?:[*”]*\s*[(（]\s*[A-Za-z0-9]|[*”]*\s*,\s*[A-Za-z][\w -]*[
 
 def reading_order() -> list[Path]:
     """The chapters in the order of _toc.yml (the root page and book pages included)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    files = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
     return [ROOT / (f + (".md" if f.startswith("book/") else ".ipynb")) for f in files]
 
 
@@ -68,11 +75,8 @@ def prose(path: Path) -> str:
 
 def glossary_terms(markdown: list[str]) -> list[tuple[str, str]]:
     """(term, first-use chapter) for every Chinese term of the glossary ("A / B" gives two)."""
-    cell = next(t for t in markdown if t.lstrip().startswith(GLOSSARY_HEADING))
-    rows = [line for line in cell.splitlines() if line.startswith("|")][2:]
     terms = []
-    for row in rows:
-        chinese, _, first = (c.strip() for c in row.strip().strip("|").split("|")[:3])
+    for chinese, _, first, *_ in glossary_table(markdown)[1]:
         chinese = re.sub(r"（[^）]*）", "", chinese)  # 预热（学习率） -> 预热
         terms += [(t.strip(), first) for t in chinese.split(" / ") if len(t.strip()) >= 2]
     return terms

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_prose import NOTEBOOKS, PAGES, ROOT, reader_text
+from test_prose import CODE, NOTEBOOKS, PAGES, ROOT, reader_text
 
 # concept word -> the symbols the book uses for it (as written inside $...$)
 SYMBOLS: dict[str, set[str]] = {
@@ -53,7 +53,6 @@ FORBIDDEN = {
     "N x d as a length": re.compile(r"\{N\s*\\times|(?<![A-Za-z_\\])N\s*\\times\s*d"),
 }
 INLINE_MATH = re.compile(r"(?<!\$)\$(?!\$)([^$\n]+?)\$")
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
 def misnamed_symbols(text: str) -> list[str]:
@@ -117,12 +116,9 @@ def test_forbidden_spellings_are_found_in_planted_text() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: p.name)
 def test_one_symbol_per_concept(path: Path) -> None:
     text = "\n".join(reader_text(path))
-    assert not misnamed_symbols(text), (
-        f"{path.name}: these symbols differ from the appendix's 记号表: {misnamed_symbols(text)}"
-    )
-    assert not forbidden_spellings(text), (
-        f"{path.name}: spellings the book does not use: {forbidden_spellings(text)}"
-    )
+    misnamed, forbidden = misnamed_symbols(text), forbidden_spellings(text)
+    assert not misnamed, f"{path.name}: these symbols differ from the appendix's 记号表: {misnamed}"
+    assert not forbidden, f"{path.name}: spellings the book does not use: {forbidden}"
 
 
 def test_notation_table_lists_every_symbol() -> None:

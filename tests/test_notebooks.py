@@ -25,7 +25,7 @@ if "google.colab" in sys.modules:
     %pip install -q "lecturekit @ git+{url}\""""
 
 
-def _toc_files(node: object) -> list[str]:
+def toc_files(node: object) -> list[str]:
     """Every `file:` (and the root) named anywhere in a parsed _toc.yml, in order."""
     found: list[str] = []
     if isinstance(node, dict):
@@ -33,10 +33,10 @@ def _toc_files(node: object) -> list[str]:
             if key in {"file", "root"} and isinstance(value, str):
                 found.append(value)
             else:
-                found.extend(_toc_files(value))
+                found.extend(toc_files(value))
     elif isinstance(node, list):
         for value in node:
-            found.extend(_toc_files(value))
+            found.extend(toc_files(value))
     return found
 
 
@@ -48,7 +48,7 @@ def _strip_suffix(path: str) -> str:
 def toc_entries() -> list[str]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     assert toc.get("format") == "jb-book", "_toc.yml must use the jb-book format"
-    return [_strip_suffix(entry) for entry in _toc_files(toc)]
+    return [_strip_suffix(entry) for entry in toc_files(toc)]
 
 
 @pytest.fixture(scope="module")

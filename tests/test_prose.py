@@ -117,27 +117,34 @@ def test_every_chapter_closes_with_the_same_sections(path: Path) -> None:
 
 GLOSSARY = ROOT / "notebooks" / "08_appendix.ipynb"
 GLOSSARY_HEADING = "## 术语表"
+# code blocks (and directive headers) and inline code: neither links nor prose
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+LINK_TARGET = re.compile(r"\]\([^)]*\)")
 NOT_PROSE = [
-    re.compile(r"```.*?```", re.S),  # fenced code and directive headers
-    re.compile(r"`[^`\n]*`"),  # inline code
-    re.compile(r"\]\([^)]*\)"),  # link targets
+    CODE,
+    LINK_TARGET,
     re.compile(r"[(（][\x00-\x7f]*[)）]"),  # an English gloss in parentheses
 ]
 
 
-def glossary_variants(markdown: list[str]) -> dict[str, str]:
-    """Variant -> the term the book uses, from the glossary table's fourth column (不用)."""
+def glossary_table(markdown: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The glossary's header and rows, each a list of stripped cells."""
     cell = next((t for t in markdown if t.lstrip().startswith(GLOSSARY_HEADING)), None)
     assert cell is not None, f"no Markdown cell starts with {GLOSSARY_HEADING!r}"
-    rows = [line for line in cell.splitlines() if line.startswith("|")]
-    header = [c.strip() for c in rows[0].strip().strip("|").split("|")]
+    lines = [line for line in cell.splitlines() if line.startswith("|")]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return rows[0], rows[2:]  # rows[1] is the |---| line
+
+
+def glossary_variants(markdown: list[str]) -> dict[str, str]:
+    """Variant -> the term the book uses, from the glossary table's fourth column (不用)."""
+    header, rows = glossary_table(markdown)
     assert header[3:4] == ["不用"], (
         f"the glossary's fourth column must list the variants the book does not use "
         f"('不用'); its header is {header}"
     )
     variants: dict[str, str] = {}
-    for row in rows[2:]:
-        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    for cells in rows:
         for variant in filter(None, (v.strip() for v in cells[3].split("、"))):
             variants[variant] = cells[0]
     return variants
@@ -225,7 +232,7 @@ def broken_anchors(path: Path) -> list[str]:
     """Links '(page#anchor)' or '(#anchor)' of ``path`` whose page has no such heading."""
     broken = []
     for text in reader_text(path):
-        for _, target in LINK.findall(LINK_FREE_CODE.sub(" ", text)):
+        for _, target in LINK.findall(CODE.sub(" ", text)):
             page, _, anchor = target.partition("#")
             if not anchor or "://" in page:
                 continue
@@ -233,9 +240,6 @@ def broken_anchors(path: Path) -> list[str]:
             if not target_path.exists() or anchor not in heading_anchors(reader_text(target_path)):
                 broken.append(target)
     return broken
-
-
-LINK_FREE_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
 def test_bare_section_references_are_found_in_planted_text() -> None:
