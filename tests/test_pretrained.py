@@ -9,6 +9,7 @@ import torch
 
 from lecturekit import pretrained
 from lecturekit.decoding import greedy
+from lecturekit.training.evaluation import evaluate
 
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
 
@@ -51,61 +52,103 @@ def test_translation_model_translates_held_out_sentences() -> None:
     assert cross.shape[-1] == src.shape[1]
 
 
-# What a rebuild must reproduce on any machine. Training amplifies last-bit differences
-# (CPU instruction set, threads, torch version) into different weights, so a rebuild is
-# compared with the shipped model in what the book states about it, its evaluation
-# figures, within these tolerances; bit-for-bit equality holds only on the machine that
-# built the file. Measured: rebuilding chapter 6's number-ss-s4 on the AVX2 one-thread path
-# (the Makefile's FORCED_PATH_ENV) moved its test exact match from 0.9625 to 0.9885, and
-# number-ss-s0 from 0.9905 to 0.992.
-EXACT_MATCH_TOLERANCE = 0.06  # test-split exact match, absolute
-TOKEN_ACCURACY_TOLERANCE = 0.02  # test-split token accuracy, absolute
-LOSS_TOLERANCE = 0.2  # mean training loss over the last 10% of the steps, relative
+# Rebuilding a recipe on another machine. Training amplifies last-bit differences (CPU
+# vendor and instruction set, thread count, torch version) until a rebuild is, in its final
+# figures, just another draw of the recipe: on the 5 CPU code paths of one machine the final
+# test exact match moved as far as a change of seed does (benchmarks/rebuild_spread.py; the
+# figures below are from an Intel Xeon (Sapphire Rapids, AVX-512), torch 2.13.0, paths: best
+# ISA on 1 and 2 threads, AVX2 on 1 and 2 threads, no SIMD on 1 thread; seeds 1-4 beside the
+# registered seed 0, and for number-ss the shipped seeds 1-4). So a rebuild is checked twice:
+#
+# 1. The first PREFIX_STEPS updates must follow the shipped training curve: there the noise
+#    is still at the last bit, while another seed (or any change of data, initialisation,
+#    optimiser or schedule) differs from step 1. This is the check that tells a changed
+#    recipe from another machine.
+# 2. The finished rebuild's evaluation figures on the test split must lie in the band the
+#    recipe's seeds span: that catches a recipe that no longer trains to the model the book
+#    describes, but cannot tell a seed from a machine (the two spreads overlap), so it is
+#    not used for that.
+PREFIX_STEPS = 50
+# Largest relative difference of the per-step training loss over the first 50 steps.
+# Machine spread: 1.9e-07 (number-ss-s0), 1.9e-07 (reverse-small); seed spread (smallest
+# over seeds 1-4): 0.13 (number-ss-s0), 0.17 (reverse-small). 1e-3 sits 5000x above the
+# first and over 100x below the second. (By step 200 the machine spread is 0.04-0.5 and
+# overlaps the seeds: the curves decorrelate.)
+PREFIX_TOLERANCE = 1e-3
+
+# Absolute bands of the finished rebuild's test figures around the shipped ones: 1.5x the
+# largest distance from the shipped figure seen over the 5 code paths and the seeds. As
+# "largest machine distance / largest seed distance" (seed distances from the seed-0 build
+# on the best path, and for number-ss also between the shipped seeds):
+FINAL_FIGURE_BANDS = {
+    "number-ss-s0": {
+        "exact_match": 0.04,  # machine 0.008 / seed 0.028 (shipped s4: 0.9625 vs 0.9905)
+        "token_accuracy": 0.005,  # machine 0.0009 / seed 0.0031
+        "loss": 0.02,  # machine 0.0063 / seed 0.012 (shipped s4: 0.0194 vs 0.0074)
+    },
+    "reverse-small": {
+        "exact_match": 0.06,  # machine 0.027 / seed 0.038 (seed 1: 0.929 vs 0.967)
+        "token_accuracy": 0.012,  # machine 0.0043 / seed 0.0077
+        "loss": 0.05,  # machine 0.0090 / seed 0.034
+    },
+}
+# reverse-tiny is not rebuild-tested: after 128 steps it is so under-trained that the code
+# path alone moved its test token accuracy by 0.049, three times the smallest seed distance
+# (0.016), and it records no training curve to compare a prefix with.
 
 
-def _final_loss(history: dict) -> float:
-    tail = history["loss"][-max(1, len(history["loss"]) // 10) :]
-    return sum(tail) / len(tail)
+def _prefix_gap(losses: list[float], reference: list[float]) -> float:
+    pairs = list(zip(losses[:PREFIX_STEPS], reference[:PREFIX_STEPS], strict=True))
+    return max(abs(a - b) / abs(b) for a, b in pairs)
 
 
-# reverse-tiny: the smallest recipe; number-ss-s0: chapter 6's scheduled-sampling run;
-# reverse-small: chapter 5's model, whose figures the chapter prints
-@pytest.mark.parametrize("name", ["reverse-tiny", "number-ss-s0", "reverse-small"])
-def test_rebuilding_a_recipe_reproduces_the_shipped_figures(tmp_path, name) -> None:
+def _other_seed(monkeypatch, name: str, seed: int) -> str:
+    recipe = pretrained.RECIPES[name]
+    other = dataclasses.replace(
+        recipe, name=f"{name}-seed{seed}", seed=seed, train={**recipe.train, "seed": seed}
+    )
+    monkeypatch.setitem(pretrained.RECIPES, other.name, other)
+    return other.name
+
+
+@pytest.mark.parametrize("name", list(FINAL_FIGURE_BANDS))
+def test_a_rebuild_follows_the_shipped_training_curve(name) -> None:
+    shipped = pretrained.load(name).metadata["history"]["loss"]
+    rebuilt = pretrained.train_recipe(name, max_steps=PREFIX_STEPS).history.loss
+    assert len(rebuilt) == PREFIX_STEPS
+    assert _prefix_gap(rebuilt, shipped) < PREFIX_TOLERANCE
+
+
+def test_another_seed_leaves_the_shipped_training_curve(monkeypatch) -> None:
+    # the prefix check tells a changed recipe from another machine: seed 1 fails it
+    name = "reverse-small"
+    shipped = pretrained.load(name).metadata["history"]["loss"]
+    other = _other_seed(monkeypatch, name, seed=1)
+    rebuilt = pretrained.train_recipe(other, max_steps=PREFIX_STEPS).history.loss
+    assert _prefix_gap(rebuilt, shipped) > 10 * PREFIX_TOLERANCE
+
+
+@pytest.mark.parametrize("name", list(FINAL_FIGURE_BANDS))
+def test_a_finished_rebuild_lands_in_the_recipes_band(tmp_path, name) -> None:
     rebuilt = pretrained.build(name, path=tmp_path / f"{name}.pt")
     shipped = pretrained.load(name)
     assert rebuilt.config == shipped.config
     assert rebuilt.metadata["steps"] == shipped.metadata["steps"]
-    for key, tolerance in [
-        ("test_exact_match", EXACT_MATCH_TOLERANCE),
-        ("test_token_accuracy", TOKEN_ACCURACY_TOLERANCE),
-    ]:
-        assert rebuilt.metadata[key] == pytest.approx(shipped.metadata[key], abs=tolerance), key
-    if "history" in shipped.metadata:  # checkpoints built before histories were recorded
-        assert _final_loss(rebuilt.metadata["history"]) == pytest.approx(
-            _final_loss(shipped.metadata["history"]), rel=LOSS_TOLERANCE
-        )
+    test = pretrained.recipe_task(name).loader("test", batch_size=256)
+    shipped_loss = evaluate(shipped.model, test)["loss"]  # older files do not record it
+    for figure, band in FINAL_FIGURE_BANDS[name].items():
+        ours = rebuilt.metadata[f"test_{figure}"]
+        theirs = shipped_loss if figure == "loss" else shipped.metadata[f"test_{figure}"]
+        assert ours == pytest.approx(theirs, abs=band), figure
 
 
-def test_the_rebuild_tolerance_is_tighter_than_a_change_of_seed(tmp_path, monkeypatch) -> None:
-    # the tolerances above accept machine noise, not a different recipe: the smallest recipe
-    # trained from another seed fails them. (Chapter 6's 1000-step models cannot show this:
-    # their seeds all reach an exact match near 0.99 and overlap within the tolerance.)
-    recipe = pretrained.RECIPES["reverse-tiny"]
-    other = dataclasses.replace(
-        recipe, name="reverse-tiny-seed1", seed=1, train={**recipe.train, "seed": 1}
-    )
-    monkeypatch.setitem(pretrained.RECIPES, other.name, other)
-    rebuilt = pretrained.build(other.name, path=tmp_path / f"{other.name}.pt")
-    shipped = pretrained.load(recipe.name)
-    gaps = {
-        key: abs(rebuilt.metadata[key] - shipped.metadata[key])
-        for key in ("test_exact_match", "test_token_accuracy")
-    }
-    assert (
-        gaps["test_exact_match"] > EXACT_MATCH_TOLERANCE
-        or gaps["test_token_accuracy"] > TOKEN_ACCURACY_TOLERANCE
-    ), gaps
+def test_train_recipe_stops_early_and_refuses_bad_arguments() -> None:
+    trained = pretrained.train_recipe("reverse-tiny", max_steps=3)
+    assert trained.history.step == [1, 2, 3] and trained.checkpoints == {}
+    with pytest.raises(ValueError, match="max_steps"):
+        pretrained.train_recipe("reverse-tiny", max_steps=0)
+    with pytest.raises(TypeError, match="threads"):
+        pretrained.train_recipe("reverse-tiny", threads=1.5)
 
 
 def test_shipped_history_matches_the_shipped_model() -> None:

@@ -11,8 +11,10 @@ differences (CPU instruction set, thread count, torch version) into visibly diff
 losses and accuracies, so a number the book prints about a trained model comes from a
 shipped checkpoint, and its training curve from the history recorded in the checkpoint's
 metadata (``metadata["history"]``, see :func:`history`). Rebuilding on another machine
-gives a model that agrees with the shipped one in its evaluation figures (within a small
-tolerance, see tests/test_pretrained.py), not bit for bit.
+gives a model whose first training steps follow the shipped curve (to about 1e-7, while
+another seed differs by 10 % from the first steps on) and whose final evaluation figures
+are another draw of the recipe: as far from the shipped ones as a change of seed, not bit
+for bit (measured by ``benchmarks/rebuild_spread.py``, checked by tests/test_pretrained.py).
 
 Adding a recipe is a few lines, e.g. in a chapter's exercise module or below::
 
@@ -50,6 +52,8 @@ __all__ = [
     "list_recipes",
     "load",
     "build",
+    "train_recipe",
+    "TrainedRecipe",
     "checkpoint_path",
     "history",
     "recipe_task",
@@ -211,39 +215,61 @@ def checkpoints(name: str) -> dict[int, dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _single_thread() -> Iterator[None]:
-    # one thread: float reductions in a fixed order, so the build is repeatable
+def _torch_threads(threads: int) -> Iterator[None]:
+    # a fixed thread count: float reductions in a fixed order, so the build is repeatable
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         yield
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
 
 
-def build(name: str, path: str | Path | None = None, progress: bool = False):
-    """Train recipe ``name`` from scratch and save it (default: the shipped file).
+@dataclass(frozen=True)
+class TrainedRecipe:
+    """What :func:`train_recipe` returns: the trained ``model`` (a ``Transformer``), its
+    ``train_config`` and ``history``, the training time in ``seconds``, and the weights kept
+    for checkpoint averaging (``checkpoints``: step -> state dict; empty when the recipe
+    keeps none)."""
 
-    Deterministic: seeded data, initialisation and training, one CPU thread. Returns the
-    saved ``Checkpoint``; its metadata holds the test-split exact match and token accuracy
-    and the whole training history (``History.to_dict()``, plain lists).
+    model: Any
+    train_config: Any
+    history: Any
+    seconds: float
+    checkpoints: dict[int, dict[str, Any]]
+
+
+def train_recipe(
+    name: str, *, max_steps: int | None = None, threads: int = 1, progress: bool = False
+) -> TrainedRecipe:
+    """Train recipe ``name`` from scratch without saving anything.
+
+    Deterministic: seeded data, initialisation and training on ``threads`` CPU threads (the
+    shipped files use 1; another count changes the order of float reductions, which is how
+    ``benchmarks/rebuild_spread.py`` measures what a reader's machine may change).
+    ``max_steps`` stops after that many updates (None: the recipe's own budget): the first
+    steps of a rebuild follow the shipped training curve on any machine, long before
+    floating-point noise has grown (``tests/test_pretrained.py``).
     """
     import torch
 
+    from lecturekit._common import check_int
     from lecturekit.model.config import TransformerConfig
     from lecturekit.model.transformer import Transformer
     from lecturekit.training.averaging import KeepLastCheckpoints
-    from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
     from lecturekit.training.config import TrainConfig
-    from lecturekit.training.evaluation import evaluate
     from lecturekit.training.loop import fit
 
     recipe = _recipe(name)
-    path = Path(path) if path is not None else checkpoint_path(name)
+    check_int("threads", threads, minimum=1)
+    check_int("max_steps", max_steps, minimum=1, optional=True)
     task = recipe_task(name)
-    with _single_thread():
+    train = {**recipe.train, "progress": progress, "device": "cpu"}
+    if max_steps is not None:
+        train["max_steps"] = min(max_steps, recipe.train.get("max_steps") or max_steps)
+    with _torch_threads(threads):
         torch.manual_seed(recipe.seed)
         config = TransformerConfig(
             src_vocab_size=len(task.src_vocab),
@@ -251,14 +277,39 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
             **recipe.model,
         )
         model = Transformer(config)
-        train_config = TrainConfig(**{**recipe.train, "progress": progress, "device": "cpu"})
+        train_config = TrainConfig(**train)
         keeper = None
         if recipe.checkpoint_every is not None:
             keeper = KeepLastCheckpoints(recipe.checkpoint_every, recipe.keep_checkpoints)
         start = time.perf_counter()
         history = fit(model, task, config=train_config, on_step=keeper)
         seconds = time.perf_counter() - start
-        test = evaluate(model, task.loader("test", batch_size=256))
+    return TrainedRecipe(
+        model=model,
+        train_config=train_config,
+        history=history,
+        seconds=seconds,
+        checkpoints=dict(keeper.states) if keeper is not None else {},
+    )
+
+
+def build(name: str, path: str | Path | None = None, progress: bool = False, threads: int = 1):
+    """Train recipe ``name`` from scratch (:func:`train_recipe`) and save it (default: the
+    shipped file).
+
+    Returns the saved ``Checkpoint``; its metadata holds the test-split exact match, token
+    accuracy and loss and the whole training history (``History.to_dict()``, plain lists).
+    """
+    from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
+    from lecturekit.training.evaluation import evaluate
+
+    recipe = _recipe(name)
+    path = Path(path) if path is not None else checkpoint_path(name)
+    trained = train_recipe(name, threads=threads, progress=progress)
+    task = recipe_task(name)
+    with _torch_threads(threads):
+        test = evaluate(trained.model, task.loader("test", batch_size=256))
+    history = trained.history
     metadata = {
         "recipe": recipe.name,
         "description": recipe.description,
@@ -267,19 +318,20 @@ def build(name: str, path: str | Path | None = None, progress: bool = False):
         "max_src_len": recipe.max_src_len,
         "seed": recipe.seed,
         "steps": history.step[-1] if history.step else 0,
-        "train_seconds": round(seconds, 1),
+        "train_seconds": round(trained.seconds, 1),
         "test_exact_match": test["exact_match"],
         "test_token_accuracy": test["token_accuracy"],
+        "test_loss": test["loss"],
         "history": history.to_dict(),
     }
-    if keeper is not None:
-        metadata["checkpoints"] = dict(keeper.states)
+    if trained.checkpoints:
+        metadata["checkpoints"] = trained.checkpoints
     save_checkpoint(
         path,
-        model,
+        trained.model,
         src_vocab=task.src_vocab,
         tgt_vocab=task.tgt_vocab,
-        train_config=train_config,
+        train_config=trained.train_config,
         metadata=metadata,
     )
     return load_checkpoint(path)
@@ -294,7 +346,7 @@ register(
         name="reverse-tiny",
         description=(
             "reverse a string of letters after only 128 steps: deliberately under-trained, "
-            "1+1 layers, d_model 32 (tests that builds are reproducible)"
+            "1+1 layers, d_model 32 (the smallest shipped model, for fast tests)"
         ),
         task="reverse",
         task_kwargs={"n_train": 1000, "n_valid": 100, "n_test": 200},
