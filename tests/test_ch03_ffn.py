@@ -82,7 +82,11 @@ def test_a_block_with_ffn_learns_the_lookup():
     table = make_pair_table(4, seed=0)
     model = PairTagger(4, 16, [lecturekit.EncoderLayer(16, 2, 32, dropout=0.0)])
     losses = train_pair_lookup(model, table, steps=150, lr=1e-2)
+    # last / first measured: 0.00064 on every CPU code path and 1 or 2 threads (machine spread
+    # 2e-8), 0.00058-0.00071 across seeds 0-3
     assert losses[-1] < 0.3 * losses[0]
+    # measured: 1.0 on every code path and 1 or 2 threads and across seeds 0-3 (the loss is
+    # 1e-3 of its start: no pair is near a tie)
     assert pair_lookup_accuracy(model, table) == 1.0
 
 

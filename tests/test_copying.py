@@ -122,12 +122,18 @@ def test_copy_model_learns_unseen_names_and_generator_cannot():
         torch.manual_seed(0)
         model = AttentionToySeq2Seq(len(GREETING_VOCAB), d_model=16, max_len=8, copy=copy)
         history = train_toy(model, lambda g: greeting_batch(g, seen, 32), steps=150, lr=1e-2)
+        # measured: 3.9-4.4 -> 0.0004 (copy) / 0.0051-0.0052 (no copy) across CPU code paths
+        # and 1 or 2 threads, at most 0.0083 across seeds 0-3
         assert history[-1] < history[0]
         src, _, tgt_out, _ = greeting_batch(torch.Generator().manual_seed(5), unseen, 100)
         pred = free_running_predictions(model, src, tgt_out.shape[1])  # lecturekit's greedy
         results[copy] = ((pred == tgt_out) | (tgt_out == 0)).all(1).float().mean().item()
+    # measured: 0.00 on every CPU code path and 1 or 2 threads and across seeds 0-6 (the
+    # generator never saw the names and does not output them)
     assert results[False] < 0.05
-    assert results[True] > 0.8
+    # measured: 0.88 on every CPU code path and 1 or 2 threads (machine spread 0 on this CPU),
+    # 0.74-0.91 across seeds 0-6 (seed 3 failed the former bound 0.8); without copying: 0.00
+    assert results[True] > 0.5
 
 
 def test_toy_attention_is_the_package_attention(monkeypatch):

@@ -159,6 +159,8 @@ def test_learned_positions_and_pre_ln_train():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    # last / first measured: 0.2723 on every CPU code path and 1 or 2 threads (machine spread
+    # 4e-8), 0.27-0.33 across seeds 0-3
     assert losses[-1] < 0.6 * losses[0]
 
 

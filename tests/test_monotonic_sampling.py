@@ -77,7 +77,10 @@ def test_monotonic_decoder_paths_stay_or_advance_by_one():
             p = path[t - 1]
             outside = [s for s in range(src.shape[1]) if s not in (p, p + 1)]
             assert (attention[b, t, outside] == 0).all()
-    assert stopped >= 10  # some outputs stop (this undertrained model stays too long on others)
+    # some outputs stop (this undertrained model stays too long on others); measured: 28 of 60
+    # on every CPU code path (one thread, as this module runs; machine spread 0), 25-37 across
+    # seeds 0-3
+    assert stopped >= 10
 
 
 def test_monotonic_decoder_matches_free_decoding_when_the_model_is_monotonic():
@@ -85,6 +88,7 @@ def test_monotonic_decoder_matches_free_decoding_when_the_model_is_monotonic():
     src, _, tgt_out, _ = stretch_batch(torch.Generator().manual_seed(8), 100)
     free = greedy(model, src, tgt_out.shape[1]).tokens
     windowed = greedy(MonotonicDecoder(model), src, tgt_out.shape[1]).tokens
+    # measured: 0 of 100 rows differ on every CPU code path (one thread) and across seeds 0-3
     assert torch.equal(free, windowed)
 
 

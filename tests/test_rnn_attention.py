@@ -181,8 +181,12 @@ def test_training_learns_a_tiny_copy_task_and_exact_match_counts_by_length() -> 
     model = RNNSeq2Seq(RNNSeq2SeqConfig(8, 8, d_embed=8, d_hidden=16, attention=True))
     before = exact_match_by_length(model, pairs)
     losses = train_rnn_seq2seq(model, pairs, steps=150, batch_size=9, lr=1e-2)
+    # last / first measured: 0.00079 on every CPU code path and 1 or 2 threads (machine spread
+    # 2e-12), 0.00079-0.0011 across seeds 0-3
     assert losses[-1] < 0.1 * losses[0]
     after = exact_match_by_length(model, pairs + [([4], [4])])
+    # measured: after[2] 1.0 and before[2] 0.0 on every code path and 1 or 2 threads and
+    # across seeds 0-3
     assert set(after) == {1, 2} and after[2] == 1.0 and before[2] < 1.0
     with pytest.raises(ValueError, match="pairs must not be empty"):
         exact_match_by_length(model, [])

@@ -176,8 +176,13 @@ def test_fit_learns_and_records_history() -> None:
     assert isinstance(history, History)
     assert len(history.step) == len(history.loss) == len(history.lr) == 48
     first, last = sum(history.loss[:10]) / 10, sum(history.loss[-10:]) / 10
-    assert last < 0.85 * first
+    # last / first measured: 0.8475 on every CPU code path (AVX-512, AVX2, default ISA; one
+    # thread, as this module runs; machine spread < 1e-7), 0.81-0.86 across seeds 0-5 (seed 3
+    # failed the former bound 0.85); an untrained model (lr=1e-7) gives 0.995
+    assert last < 0.93 * first
     assert history.eval_step == [24, 48]
+    # measured: 0.218 -> 0.298 on every code path (machine spread 0), a rise of 0.04-0.12
+    # across seeds 0-5; an untrained model does not rise
     assert history.valid_token_accuracy[-1] > history.valid_token_accuracy[0]
     assert history.lr[:3] == [learning_rate(s, config, 32) for s in (1, 2, 3)]
     assert all(0 <= em <= 1 for em in history.valid_exact_match)
