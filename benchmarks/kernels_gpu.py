@@ -3,7 +3,7 @@
 Usage, from the repository root (``bash benchmarks/gpu_check.sh`` runs the kernel tests and
 then this script, and saves both outputs):
 
-    python benchmarks/kernels_gpu.py             # CUDA GPU: about 1-2 min (H200), 3-4 min (T4)
+    python benchmarks/kernels_gpu.py             # CUDA GPU: est. 1-2 min (H200), 3-4 min (T4)
     python benchmarks/kernels_gpu.py --dry-run   # CPU, Triton interpreter: tiny sizes, seconds
 
 The dry run, chosen also when ``TRITON_INTERPRET=1`` or when no CUDA GPU is present, runs every

@@ -64,3 +64,23 @@ def test_sdpa_backend_falls_back(kernels_gpu, run, capsys):
         assert "EFFICIENT_ATTENTION does not run here" in capsys.readouterr().out
     else:  # every CUDA GPU runs the memory-efficient or the flash backend in fp16/bf16
         assert kernels_gpu.sdpa_backend(run, 64) != SDPBackend.MATH
+
+
+def test_gpu_timer_gets_enough_runs(kernels_gpu, monkeypatch):
+    """do_bench counts in milliseconds; the timer asks again until MIN_RUNS timings come back.
+
+    A fake do_bench stands in for the GPU: each run costs 5 ms (its L2 flush included), so
+    its first answer, for the 100 ms floor, holds only 20 timings.
+    """
+    calls = []
+
+    def fake_do_bench(fn, *, warmup, rep, return_mode):
+        calls.append((warmup, rep, return_mode))
+        return [5.0] * int(rep / 5.0)
+
+    monkeypatch.setattr(kernels_gpu.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(kernels_gpu.triton.testing, "do_bench", fake_do_bench)
+    times = kernels_gpu._gpu_times_ms(lambda: None)
+    assert len(times) >= kernels_gpu.MIN_RUNS
+    assert [mode for *_, mode in calls] == ["all", "all"]
+    assert calls[0][1] == kernels_gpu.REP_MS
