@@ -2,7 +2,7 @@
 # The GPU measurement of lecturekit's Triton kernels in one command, from the repository root:
 #
 #     bash benchmarks/gpu_check.sh                      # CUDA GPU, TRITON_INTERPRET unset
-#     TRITON_INTERPRET=1 bash benchmarks/gpu_check.sh   # dry run on a CPU (about a minute)
+#     TRITON_INTERPRET=1 bash benchmarks/gpu_check.sh   # dry run on a CPU (1-2 minutes)
 #
 # 1. prints the hardware and software versions;
 # 2. runs the kernel tests (tests/kernels) natively on the GPU, compiled by Triton, bf16 cases
@@ -16,7 +16,7 @@
 # min (mostly Triton compiling ~100 kernel variants), benchmark 1-2 min on an H100/H200 and
 # 3-4 min on a T4 (whose grid stops at n = 8k); under 8 min in all, which the budget enforces.
 # Under TRITON_INTERPRET=1 both steps run on the CPU through the interpreter: the whole kernel
-# test suite (about 20 s on 2 cores) and the benchmark's dry run (tiny sizes, no timings).
+# test suite (under a minute on 2 cores) and the benchmark's dry run (tiny sizes, no timings).
 #
 # Outputs go to $OUT when set, else _build/gpu_check/: tests.txt and kernels_gpu.md (the
 # tables to paste). PYTHON selects the interpreter (default: python), e.g.
