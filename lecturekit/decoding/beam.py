@@ -18,7 +18,7 @@ from torch import Tensor
 
 from lecturekit._common import check_bool, check_int, check_number, eval_mode
 from lecturekit.decoding.protocol import as_decoder
-from lecturekit.decoding.search import Decoded, forbid_specials, start
+from lecturekit.decoding.search import Decoded, forbid_specials, stable_topk, start
 
 __all__ = ["Hypothesis", "beam_search", "beam_step", "exhaustive_search", "length_penalty"]
 
@@ -99,24 +99,8 @@ def beam_step(
     n = k if n is None else n
     check_int("n", n, 1, k * vocab)
     candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, k*V)
-    top_scores, flat = _stable_top(candidates, n)  # (B, n)
+    top_scores, flat = stable_topk(candidates, n)  # (B, n)
     return top_scores, flat // vocab, flat % vocab
-
-
-def _stable_top(values: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    """The ``n`` largest of ``values (B, N)`` and their indices, ties by lower index first:
-    the first ``n`` of a stable descending sort, without sorting all ``N`` (``topk``)."""
-    top, index = values.topk(n, dim=-1)  # ties in no defined order
-    boundary = top[:, -1:]
-    # the candidates tied with the n-th: if topk left some out, which ones it kept is
-    # arbitrary (the lower indices must win), so sort them all; rare outside tiny tables
-    if bool(((values == boundary).sum(-1) != (top == boundary).sum(-1)).any()):
-        top, index = torch.sort(values, dim=-1, descending=True, stable=True)
-        return top[:, :n], index[:, :n]
-    # order the kept ones by (value descending, index ascending): by index, then stably
-    index, order = index.sort(dim=-1)
-    top, order = top.gather(-1, order).sort(dim=-1, descending=True, stable=True)
-    return top, index.gather(-1, order)
 
 
 @dataclass

@@ -62,6 +62,22 @@ def forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
     return log_probs
 
 
+def stable_topk(values: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """The ``n`` largest of ``values (B, N)`` and their indices, ties by lower index first:
+    the first ``n`` of a stable descending sort, without sorting all ``N`` (``topk``)."""
+    top, index = values.topk(n, dim=-1)  # ties in no defined order
+    boundary = top[:, -1:]
+    # the values tied with the n-th: if topk left some out, which ones it kept is arbitrary
+    # (the lower indices must win), so sort them all; rare outside tiny tables
+    if bool(((values == boundary).sum(-1) != (top == boundary).sum(-1)).any()):
+        top, index = torch.sort(values, dim=-1, descending=True, stable=True)
+        return top[:, :n], index[:, :n]
+    # order the kept ones by (value descending, index ascending): by index, then stably
+    index, order = index.sort(dim=-1)
+    top, order = top.gather(-1, order).sort(dim=-1, descending=True, stable=True)
+    return top, index.gather(-1, order)
+
+
 def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:
     """``(state, batch size, device)`` of a decoding run over ``src``."""
     state = dec.start(src, src_key_padding_mask=src_key_padding_mask)
@@ -161,16 +177,16 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
     logits = logits.clone()
     if top_k is not None and top_k < logits.shape[-1]:
-        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
-        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order[:, :top_k], False)
-        logits[drop] = -math.inf
+        kept = stable_topk(logits, top_k)[1]
+        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, kept, False)
+        logits.masked_fill_(drop, -math.inf)
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
         probs = torch.softmax(sorted_logits.double(), dim=-1)
         before = probs.cumsum(dim=-1) - probs  # mass of the strictly more probable tokens
         drop_sorted = before >= top_p  # the set already reached top_p without this token
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits[drop] = -math.inf
+        logits.masked_fill_(drop, -math.inf)
     return logits
 
 
