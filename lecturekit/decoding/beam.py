@@ -316,7 +316,9 @@ def beam_search(
         tokens = torch.full((batch * k,), dec.bos_id, dtype=torch.long, device=device)
         for t in range(1, max_len + 1):
             log_probs, state = dec.step(tokens, state)
-            log_probs = forbid_specials(log_probs, dec).double().view(batch, k, dec.vocab_size)
+            log_probs = forbid_specials(log_probs, dec, torch.float64).view(
+                batch, k, dec.vocab_size
+            )
             was_done = beams.done.tolist() if trace else []
             rows, tokens = _advance(beams, log_probs, t, dec.eos_id, dec.pad_id, alpha)
             _update_done(beams, t, max_len, alpha)

@@ -53,9 +53,12 @@ class Decoded:
     trace: list[list[list[Any]]] | None = None
 
 
-def forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
-    """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated)."""
-    log_probs = log_probs.clone()
+def forbid_specials(
+    log_probs: Tensor, dec: IncrementalDecoder, dtype: torch.dtype | None = None
+) -> Tensor:
+    """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated),
+    converted to ``dtype`` on the way (one copy, not two)."""
+    log_probs = log_probs.to(dtype or log_probs.dtype, copy=True)
     log_probs[:, dec.pad_id] = -math.inf
     if dec.bos_id != dec.eos_id:
         log_probs[:, dec.bos_id] = -math.inf
