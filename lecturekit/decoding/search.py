@@ -69,10 +69,9 @@ def stable_topk(values: Tensor, n: int) -> tuple[Tensor, Tensor]:
     """The ``n`` largest of ``values (B, N)`` and their indices, ties by lower index first:
     the first ``n`` of a stable descending sort, without sorting all ``N`` (``topk``)."""
     top, index = values.topk(n, dim=-1)  # ties in no defined order
-    boundary = top[:, -1:]
-    # the values tied with the n-th: if topk left some out, which ones it kept is arbitrary
-    # (the lower indices must win), so sort them all; rare outside tiny tables
-    if bool(((values == boundary).sum(-1) != (top == boundary).sum(-1)).any()):
+    # more than n values >= the n-th: some tied with it were left out, and which ones topk
+    # kept is arbitrary (the lower indices must win), so sort them all; rare but in tables
+    if bool(((values >= top[:, -1:]).sum(-1) > n).any()):
         top, index = torch.sort(values, dim=-1, descending=True, stable=True)
         return top[:, :n], index[:, :n]
     # order the kept ones by (value descending, index ascending): by index, then stably
