@@ -152,6 +152,44 @@ def test_index_select_copies_only_filled_steps_and_keeps_capacity(make_tiny_mode
     assert selected[0].key_buffer.data_ptr() != cache[0].key_buffer.data_ptr()
 
 
+@pytest.mark.parametrize("within_sources", [False, True])
+def test_reorder_in_place_equals_index_select(within_sources, make_tiny_model):
+    """reorder_ gives the rows of index_select, in two buffers that take turns, and keeps
+    working when the cache grows; within_sources leaves the cross-attention part alone."""
+    model = make_model(make_tiny_model)
+    src, tgt = data(batch=2, tgt_len=7)
+    rows = torch.arange(2).repeat_interleave(2)  # row 2b + j: beam j of source b
+    # each row from a row of its own source, as beam search reorders
+    orders = [[1, 1, 2, 3], [0, 1, 3, 2], [1, 0, 2, 2], [0, 0, 3, 3], [1, 0, 3, 2]]
+    if not within_sources:
+        orders[3] = [3, 0, 0, 1]  # rows move between sources
+    with torch.no_grad():
+        start = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0, capacity=3)
+        in_place, copied = start.index_select(rows), start.index_select(rows)
+        buffers = []
+        for t, index in enumerate(map(torch.tensor, orders)):
+            tokens = tgt[rows, t]
+            a = model.decode_step(tokens, in_place)
+            b = model.decode_step(tokens, copied)
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+            in_place.reorder_(index, within_sources=within_sources)
+            copied = copied.index_select(index)
+            buffers.append(in_place[0].key_buffer.data_ptr())
+            for mine, theirs in zip(in_place.layers, copied.layers, strict=True):
+                assert torch.equal(mine.self_keys, theirs.self_keys)
+                assert torch.equal(mine.self_values, theirs.self_values)
+        assert len(in_place) == len(copied) == len(orders)
+        assert in_place[0].key_buffer.size(2) == 6  # grew once, at step 4
+        assert buffers[0] == buffers[2] != buffers[1]  # two buffers take turns
+        a = model.decode_step(tgt[rows, 5], in_place)
+        b = model.decode_step(tgt[rows, 5], copied)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"\(B,\)=\(4,\)"):
+        in_place.reorder_(torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        in_place.reorder_(torch.tensor([0, 1, 2, 4]))
+
+
 def test_beam_search_reorders_a_growing_cache(make_tiny_model):
     """Beam search through a cache that starts with room for 2 steps and must grow twice
     while beams are reordered equals beam search by recomputation."""

@@ -297,10 +297,11 @@ def test_transformer_beam_scores_match_teacher_forced_log_probs(sharp_model) -> 
             assert hyp.log_prob == pytest.approx(expected, abs=1e-4)
 
 
-def test_transformer_wide_beam_equals_exhaustive(sharp_model) -> None:
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_transformer_wide_beam_equals_exhaustive(sharp_model, alpha: float) -> None:
     model, src = sharp_model
-    exact = exhaustive_search(model, src, 3, n_best=2).hypotheses
-    wide = beam_search(model, src, beam_size=27, max_len=3, n_best=2).hypotheses
+    exact = exhaustive_search(model, src, 3, n_best=2, length_penalty=alpha).hypotheses
+    wide = beam_search(model, src, 27, 3, n_best=2, length_penalty=alpha).hypotheses
     for e, w in zip(exact, wide, strict=True):
         assert [h.tokens for h in e] == [h.tokens for h in w]
         assert [h.score for h in e] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)

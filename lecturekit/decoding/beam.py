@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from lecturekit._common import check_bool, check_int, check_number, eval_mode
 from lecturekit.decoding.protocol import as_decoder
-from lecturekit.decoding.search import Decoded, forbid_specials, start
+from lecturekit.decoding.search import Decoded, forbid_specials, stable_topk, start
 
 __all__ = ["Hypothesis", "beam_search", "beam_step", "exhaustive_search", "length_penalty"]
 
@@ -98,87 +99,161 @@ def beam_step(
     n = k if n is None else n
     check_int("n", n, 1, k * vocab)
     candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, k*V)
-    # a stable sort breaks ties by lower (beam, token) index
-    top_scores, flat = torch.sort(candidates, dim=-1, descending=True, stable=True)
-    top_scores, flat = top_scores[:, :n], flat[:, :n]  # (B, n)
+    top_scores, flat = stable_topk(candidates, n)  # (B, n)
     return top_scores, flat // vocab, flat % vocab
 
 
 @dataclass
 class _Beams:
-    """The open prefixes of every source: ``scores (B, k)``, ``prefixes[b][j]``."""
+    """The search state of ``B`` sources with ``k`` beams after ``t`` steps, as tensors.
+
+    ``scores (B, k)`` float64: log-probability of each open prefix (``-inf``: empty slot);
+    ``prefixes (B, k, t)``: their tokens; ``done (B,)``: the source has stopped.
+    The ``n_best`` best finished hypotheses of each source, best first (earlier ones first
+    among ties): ``finished_scores (B, n_best)`` their ranking scores (``-inf``: none yet),
+    ``finished_log_probs``, ``finished_tokens (B, n_best, t')`` (EOS, then ``pad_id``) and
+    ``finished_lengths (B, n_best)``. Only the ``n_best`` best are kept: a hypothesis that
+    falls out can never come back, as later ones are only added.
+    """
 
     scores: Tensor
-    prefixes: list[list[list[int]]]
-    finished: list[list[Hypothesis]]
-    trace: list[list[list[Hypothesis]]]
-    done: list[bool]
+    prefixes: Tensor
+    done: Tensor
+    finished_scores: Tensor
+    finished_log_probs: Tensor
+    finished_tokens: Tensor
+    finished_lengths: Tensor
+
+    @classmethod
+    def start(cls, batch: int, k: int, n_best: int, device: Any) -> _Beams:
+        """Before the first step: one live (empty) beam per source."""
+        scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
+        scores[:, 0] = 0.0
+        no_finished = torch.full((batch, n_best), -math.inf, dtype=torch.float64, device=device)
+        return cls(
+            scores=scores,
+            prefixes=torch.zeros(batch, k, 0, dtype=torch.long, device=device),
+            done=torch.zeros(batch, dtype=torch.bool, device=device),
+            finished_scores=no_finished,
+            finished_log_probs=no_finished.clone(),
+            finished_tokens=torch.zeros(batch, n_best, 0, dtype=torch.long, device=device),
+            finished_lengths=torch.zeros(batch, n_best, dtype=torch.long, device=device),
+        )
 
 
 def _advance(
     beams: _Beams, log_probs: Tensor, t: int, eos_id: int, pad_id: int, alpha: float
-) -> tuple[Tensor, Tensor, list[list[list[int]]], Tensor]:
-    """One step: the ``k`` best extensions of each source's prefixes.
+) -> tuple[Tensor, Tensor]:
+    """Step ``t``: the ``k`` best extensions of each source's prefixes, in place in ``beams``.
 
-    ``log_probs``: ``(B, k, V)``. Returns the new scores ``(B, k)``, the rows they extend
-    ``(B, k)``, their prefixes and their last tokens ``(B, k)``; extensions ending in EOS
-    become finished hypotheses instead.
+    ``log_probs``: ``(B, k, V)``. Each source takes its candidates best first until ``k``
+    do not end in EOS; those become its open prefixes, the EOS ones taken before them
+    finished hypotheses. Returns the rows of the previous step each new beam extends and its
+    last token, both ``(B * k,)`` (empty slots: the source's first row and ``pad_id``).
     """
     batch, k, vocab = log_probs.shape
     # 2k candidates: up to k of them may end in EOS and leave the beam
     top_scores, top_beams, top_tokens = beam_step(beams.scores, log_probs, min(2 * k, k * vocab))
-    top_index = (top_beams * vocab + top_tokens).tolist()
-    top_scores = top_scores.tolist()
-    new_scores = torch.full_like(beams.scores, -math.inf)
-    new_rows = torch.zeros(batch, k, dtype=torch.long)
-    new_tokens = torch.full((batch, k), pad_id, dtype=torch.long)
-    new_prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
-    for b in range(batch):
-        if beams.done[b]:
-            continue
-        n_alive = 0
-        for score, flat in zip(top_scores[b], top_index[b], strict=True):
-            if score == -math.inf or n_alive == k:
-                break
-            beam, token = divmod(flat, vocab)
-            seq = beams.prefixes[b][beam] + [token]
-            if token == eos_id:
-                beams.finished[b].append(Hypothesis(score / _penalty(t, alpha), score, seq, True))
-                continue
-            new_scores[b, n_alive] = score
-            new_rows[b, n_alive] = b * k + beam
-            new_tokens[b, n_alive] = token
-            new_prefixes[b][n_alive] = seq
-            n_alive += 1
-    return new_scores, new_rows, new_prefixes, new_tokens
+    # what the per-candidate loop of a plain implementation does, for all sources at once:
+    # take candidates best first, an EOS one as finished, until k open ones are taken
+    is_eos = top_tokens == eos_id
+    valid = (top_scores != -math.inf) & ~beams.done[:, None]  # (B, 2k)
+    opens = valid & ~is_eos
+    opens_before = opens.cumsum(-1) - opens.long()  # open candidates ranked above each one
+    taken = valid & (opens_before < k)
+    ends, opens = taken & is_eos, taken & ~is_eos
+    # every candidate's prefix plus its token, (B, 2k, t)
+    extended = torch.cat(
+        [
+            beams.prefixes.gather(1, top_beams[:, :, None].expand(-1, -1, t - 1)),
+            top_tokens[:, :, None],
+        ],
+        dim=-1,
+    )
+    if bool(ends.any()):
+        _add_finished(beams, torch.where(ends, top_scores, -math.inf), extended, t, pad_id, alpha)
+    # the open candidates, in rank order, fill the k slots
+    slots = torch.sort(~opens, dim=-1, stable=True).indices[:, :k]  # (B, k)
+    alive = opens.gather(1, slots)
+    beams.scores = torch.where(alive, top_scores.gather(1, slots), -math.inf)
+    beams.prefixes = extended.gather(1, slots[:, :, None].expand(-1, -1, t))
+    tokens = torch.where(alive, top_tokens.gather(1, slots), pad_id)
+    first_row = torch.arange(batch, device=slots.device)[:, None] * k
+    rows = first_row + torch.where(alive, top_beams.gather(1, slots), 0)
+    return rows.view(-1), tokens.view(-1)
 
 
-def _source_done(
-    finished: list[Hypothesis], alive: Tensor, n_best: int, t: int, max_len: int, alpha: float
-) -> bool:
-    if not bool((alive > -math.inf).any()):
-        return True
-    if len(finished) < n_best:
-        return False
-    worst_kept = sorted(finished, reverse=True)[n_best - 1].score
+def _add_finished(
+    beams: _Beams, log_probs: Tensor, tokens: Tensor, t: int, pad_id: int, alpha: float
+) -> None:
+    """Merge step ``t``'s finished candidates into each source's ``n_best`` best.
+
+    ``log_probs (B, c)``: their log-probabilities, best first (``-inf``: not finished);
+    ``tokens (B, c, t)``: their tokens, EOS last.
+    """
+    n_best, kept_length = beams.finished_scores.size(1), beams.finished_tokens.size(2)
+    # the kept ones first, so a stable sort ranks earlier hypotheses first among ties
+    scores = torch.cat([beams.finished_scores, log_probs / _penalty(t, alpha)], dim=1)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :n_best]
+    kept_tokens = F.pad(beams.finished_tokens, (0, t - kept_length), value=pad_id)
+    lengths = torch.full_like(log_probs, t, dtype=torch.long)
+
+    def best(kept: Tensor, new: Tensor) -> Tensor:
+        pooled = torch.cat([kept, new], dim=1)
+        index = order if pooled.dim() == 2 else order[:, :, None].expand(-1, -1, t)
+        return pooled.gather(1, index)
+
+    beams.finished_scores = scores.gather(1, order)
+    beams.finished_log_probs = best(beams.finished_log_probs, log_probs)
+    beams.finished_tokens = best(kept_tokens, tokens)
+    beams.finished_lengths = best(beams.finished_lengths, lengths)
+
+
+def _update_done(beams: _Beams, t: int, max_len: int, alpha: float) -> None:
+    """Stop each source that has no open prefix left, or whose ``n_best`` finished
+    hypotheses beat anything its open prefixes can still become."""
     # an open prefix's log-prob can only fall; its best possible score divides by the
     # largest penalty it can reach (that of length max_len, since log-probs are <= 0)
-    best_possible = float(alive.max()) / max(_penalty(t, alpha), _penalty(max_len, alpha))
-    return best_possible <= worst_kept
+    bound = max(_penalty(t, alpha), _penalty(max_len, alpha))
+    best_possible = beams.scores.max(dim=1).values / bound
+    worst_kept = beams.finished_scores[:, -1]
+    settled = (worst_kept > -math.inf) & (best_possible <= worst_kept)
+    beams.done |= ~(beams.scores > -math.inf).any(dim=1) | settled
 
 
-def _ranked(beams: _Beams, n_best: int, alpha: float) -> list[list[Hypothesis]]:
+def _ranked(beams: _Beams, t: int, alpha: float) -> list[list[Hypothesis]]:
+    """Each source's ``n_best`` hypotheses after the last step ``t``, best first."""
+    n_best = beams.finished_scores.size(1)
+    finished = zip(
+        beams.finished_scores.tolist(),
+        beams.finished_log_probs.tolist(),
+        beams.finished_tokens.tolist(),
+        beams.finished_lengths.tolist(),
+        strict=True,
+    )
+    rows = zip(
+        finished, beams.done.tolist(), beams.scores.tolist(), beams.prefixes.tolist(), strict=True
+    )
     results = []
-    for b in range(len(beams.done)):
-        pool = list(beams.finished[b])
-        if not beams.done[b]:  # reached max_len: open prefixes compete as unfinished outputs
-            pool += [
-                Hypothesis(s / _penalty(len(p), alpha), s, p, False)
-                for s, p in zip(beams.scores[b].tolist(), beams.prefixes[b], strict=True)
-                if s > -math.inf
-            ]
+    for (scores, log_probs, tokens, lengths), done, open_scores, prefixes in rows:
+        pool = [
+            Hypothesis(score, log_prob, seq[:length], True)
+            for score, log_prob, seq, length in zip(scores, log_probs, tokens, lengths, strict=True)
+            if score > -math.inf
+        ]
+        if not done:  # reached max_len: open prefixes compete as unfinished outputs
+            pool += _kept(open_scores, prefixes, t, alpha)
         results.append(sorted(pool, reverse=True)[:n_best])
     return results
+
+
+def _kept(scores: list[float], prefixes: list[list[int]], t: int, alpha: float) -> list[Hypothesis]:
+    """The open prefixes (of length ``t``) of one source as unfinished hypotheses."""
+    return [
+        Hypothesis(s / _penalty(t, alpha), s, prefix, False)
+        for s, prefix in zip(scores, prefixes, strict=True)
+        if s > -math.inf
+    ]
 
 
 @torch.no_grad()
@@ -206,6 +281,10 @@ def beam_search(
     Beam search is not exact search: with a small beam the best sequence can be pruned
     (compare :func:`exhaustive_search`); ``beam_size = 1`` is greedy search.
 
+    All sources and beams advance together: one decoder step over ``B * beam_size`` rows,
+    one candidate selection over ``(B, beam_size * V)`` and one reordering of the decoder
+    state per step, whatever the number of sources.
+
     Args:
         model, src, max_len, src_key_padding_mask, use_cache: as in
             :func:`lecturekit.decoding.search.greedy`.
@@ -227,46 +306,41 @@ def beam_search(
     check_bool("use_cache", use_cache)
     alpha, k = float(length_penalty), beam_size
     dec = as_decoder(model, use_cache=use_cache)
+    reorder = getattr(dec, "reorder", dec.select)  # in place where the decoder can
     with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
         # expand every source to k beam rows: row b * k + j is beam j of source b
         state = dec.select(state, torch.arange(batch, device=device).repeat_interleave(k))
-        scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
-        scores[:, 0] = 0.0  # one live beam per source at the start
-        empty = [[[] for _ in range(k)] for _ in range(batch)]
-        beams = _Beams(scores, empty, [[] for _ in range(batch)], [[] for _ in range(batch)], [])
-        beams.done = [False] * batch
+        beams = _Beams.start(batch, k, n_best, device)
+        steps: list[list[list[Hypothesis]]] = [[] for _ in range(batch)]
         tokens = torch.full((batch * k,), dec.bos_id, dtype=torch.long, device=device)
         for t in range(1, max_len + 1):
             log_probs, state = dec.step(tokens, state)
-            log_probs = forbid_specials(log_probs, dec).double().view(batch, k, dec.vocab_size)
-            scores, rows, prefixes, new_tokens = _advance(
-                beams, log_probs, t, dec.eos_id, dec.pad_id, alpha
+            log_probs = forbid_specials(log_probs, dec, torch.float64).view(
+                batch, k, dec.vocab_size
             )
-            for b in range(batch):
-                if beams.done[b]:
-                    continue
-                if trace:
-                    beams.trace[b].append(_kept(scores[b], prefixes[b], t, alpha))
-                beams.done[b] = _source_done(
-                    beams.finished[b], scores[b], n_best, t, max_len, alpha
-                )
-            beams.scores, beams.prefixes = scores, prefixes
-            if all(beams.done) or t == max_len:
+            was_done = beams.done.tolist() if trace else []
+            rows, tokens = _advance(beams, log_probs, t, dec.eos_id, dec.pad_id, alpha)
+            _update_done(beams, t, max_len, alpha)
+            if trace:
+                _record(steps, was_done, beams, t, alpha)
+            if bool(beams.done.all()) or t == max_len:
                 break
-            state = dec.select(state, rows.view(-1).to(device))
-            tokens = new_tokens.view(-1).to(device)
-    result = _result(_ranked(beams, n_best, alpha), dec.pad_id, device)
-    result.trace = beams.trace if trace else None
+            state = reorder(state, rows)
+    result = _result(_ranked(beams, t, alpha), dec.pad_id, device)
+    result.trace = steps if trace else None
     return result
 
 
-def _kept(scores: Tensor, prefixes: list[list[int]], t: int, alpha: float) -> list[Hypothesis]:
-    return [
-        Hypothesis(s / _penalty(t, alpha), s, prefixes[j], False)
-        for j, s in enumerate(scores.tolist())
-        if s > -math.inf
-    ]
+def _record(
+    steps: list[list[list[Hypothesis]]], was_done: list[bool], beams: _Beams, t: int, alpha: float
+) -> None:
+    """Append to ``steps[b]`` the prefixes source ``b`` kept at step ``t``, unless it had
+    stopped before."""
+    rows = zip(steps, was_done, beams.scores.tolist(), beams.prefixes.tolist(), strict=True)
+    for trace, done, scores, prefixes in rows:
+        if not done:
+            trace.append(_kept(scores, prefixes, t, alpha))
 
 
 @torch.no_grad()

@@ -8,6 +8,11 @@ A strategy (greedy, sampling, beam search) needs three methods of a model::
 
 and the attributes ``bos_id``, ``eos_id``, ``pad_id`` and ``vocab_size``. The first ``step``
 receives BOS; each later one receives the token chosen for each row at the previous step.
+A decoder may also offer ``reorder(state, index)``: ``select`` for a caller that never uses
+the old ``state`` again and keeps every row with its source (``index`` has one entry per row,
+and row ``index[i]`` was decoded from the same source as row ``i``), so the decoder may work
+in place and leave alone what depends on the source only. Beam search reorders its beams so
+after every step, and calls ``select`` instead where a decoder has no ``reorder``.
 :class:`TransformerDecoder` adapts a :class:`lecturekit.Transformer` (through its KV cache);
 :class:`lecturekit.decoding.table.TableDecoder` is a model written down as a table.
 """
@@ -52,9 +57,10 @@ class TransformerDecoder:
 
     With ``use_cache=True`` (default) each step feeds one token to ``model.decode_step`` and
     the self-attention keys/values of earlier steps come from the KV cache
-    (``model.init_cache`` / ``KVCache.index_select``). With ``use_cache=False`` every step
-    re-runs ``model.decode`` on the whole prefix: same numbers, quadratic cost; it exists to
-    test the cache and to show in the book what the cache saves.
+    (``model.init_cache``, ``KVCache.index_select``, ``KVCache.reorder_``). With
+    ``use_cache=False`` every step re-runs ``model.decode`` on the whole prefix: same
+    numbers, quadratic cost; it exists to test the cache and to show in the book what the
+    cache saves.
     """
 
     def __init__(self, model: torch.nn.Module, use_cache: bool = True) -> None:
@@ -119,6 +125,15 @@ class TransformerDecoder:
             memory_key_padding_mask=None if mask is None else mask.index_select(0, index),
             prefix=state.prefix.index_select(0, index),
         )
+
+    def reorder(self, state: _TransformerState, index: Tensor) -> _TransformerState:
+        """:meth:`select` with ``index (N,)``, one entry per row, each from the row's own
+        source; ``state`` is used up: the KV cache is reordered in place and keeps its
+        cross-attention part (:meth:`lecturekit.model.cache.KVCache.reorder_`)."""
+        if not self.use_cache:
+            return self.select(state, index)
+        state.cache.reorder_(index, within_sources=True)
+        return state
 
 
 def as_decoder(model: Any, use_cache: bool = True) -> IncrementalDecoder:

@@ -53,13 +53,31 @@ class Decoded:
     trace: list[list[list[Any]]] | None = None
 
 
-def forbid_specials(log_probs: Tensor, dec: IncrementalDecoder) -> Tensor:
-    """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated)."""
-    log_probs = log_probs.clone()
+def forbid_specials(
+    log_probs: Tensor, dec: IncrementalDecoder, dtype: torch.dtype | None = None
+) -> Tensor:
+    """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated),
+    converted to ``dtype`` on the way (one copy, not two)."""
+    log_probs = log_probs.to(dtype or log_probs.dtype, copy=True)
     log_probs[:, dec.pad_id] = -math.inf
     if dec.bos_id != dec.eos_id:
         log_probs[:, dec.bos_id] = -math.inf
     return log_probs
+
+
+def stable_topk(values: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """The ``n`` largest of ``values (B, N)`` and their indices, ties by lower index first:
+    the first ``n`` of a stable descending sort, without sorting all ``N`` (``topk``)."""
+    top, index = values.topk(n, dim=-1)  # ties in no defined order
+    # more than n values >= the n-th: some tied with it were left out, and which ones topk
+    # kept is arbitrary (the lower indices must win), so sort them all; rare but in tables
+    if bool(((values >= top[:, -1:]).sum(-1) > n).any()):
+        top, index = torch.sort(values, dim=-1, descending=True, stable=True)
+        return top[:, :n], index[:, :n]
+    # order the kept ones by (value descending, index ascending): by index, then stably
+    index, order = index.sort(dim=-1)
+    top, order = top.gather(-1, order).sort(dim=-1, descending=True, stable=True)
+    return top, index.gather(-1, order)
 
 
 def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:
@@ -161,16 +179,16 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
     logits = logits.clone()
     if top_k is not None and top_k < logits.shape[-1]:
-        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices
-        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order[:, :top_k], False)
-        logits[drop] = -math.inf
+        kept = stable_topk(logits, top_k)[1]
+        drop = torch.ones_like(logits, dtype=torch.bool).scatter(-1, kept, False)
+        logits.masked_fill_(drop, -math.inf)
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
         probs = torch.softmax(sorted_logits.double(), dim=-1)
         before = probs.cumsum(dim=-1) - probs  # mass of the strictly more probable tokens
         drop_sorted = before >= top_p  # the set already reached top_p without this token
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits[drop] = -math.inf
+        logits.masked_fill_(drop, -math.inf)
     return logits
 
 

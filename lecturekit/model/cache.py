@@ -20,7 +20,7 @@ decode longer than planned copies each entry only a constant number of times on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -46,6 +46,10 @@ class LayerKVCache:
     cross_values: Tensor
     length: int = 0
     cross_mask: tuple[Tensor | None, Tensor | None] | None = None
+    # the buffers reorder_ writes into, then swaps with the current ones
+    _spare: tuple[Tensor, Tensor] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def empty(
@@ -98,9 +102,7 @@ class LayerKVCache:
     def index_select(self, index: Tensor) -> LayerKVCache:
         """A new cache whose row i is this cache's row ``index[i]``, with the same capacity
         (only the filled positions are copied)."""
-        cross_mask = self.cross_mask
-        if cross_mask is not None:  # (B, 1, 1, S) and (B, 1, 1, 1) or None
-            cross_mask = tuple(m if m is None else m.index_select(0, index) for m in cross_mask)
+        cross_mask = None if self.cross_mask is None else _select_mask(self.cross_mask, index)
         selected = LayerKVCache.empty(
             self.key_buffer.size(2),
             self.cross_keys.index_select(0, index),
@@ -112,13 +114,50 @@ class LayerKVCache:
         )
         return selected
 
+    def reorder_(self, index: Tensor, *, within_sources: bool = False) -> None:
+        """In place: row i becomes row ``index[i]``; ``index (B,)`` has one entry per row.
+
+        Beam search reorders its beams every step and never looks at the old order again.
+        The filled positions are gathered straight into a spare pair of buffers, which then
+        swap with the current ones: one copy per step and no allocation, where
+        :meth:`index_select` allocates a fresh buffer (page faults) and copies twice.
+        ``within_sources=True`` promises that row ``index[i]`` was decoded from the same
+        source as row i (beams trading places); the cross-attention keys, values and mask,
+        which depend on the source only, are then left as they are.
+        """
+        if self._spare is None or self._spare[0].shape != self.key_buffer.shape:
+            self._spare = (torch.empty_like(self.key_buffer), torch.empty_like(self.value_buffer))
+        keys, values = self._spare
+        torch.index_select(self.self_keys, 0, index, out=keys[:, :, : self.length])
+        torch.index_select(self.self_values, 0, index, out=values[:, :, : self.length])
+        self._spare = (self.key_buffer, self.value_buffer)
+        self.key_buffer, self.value_buffer = keys, values
+        if within_sources:
+            return
+        self.cross_keys = self.cross_keys.index_select(0, index)
+        self.cross_values = self.cross_values.index_select(0, index)
+        if self.cross_mask is not None:
+            self.cross_mask = _select_mask(self.cross_mask, index)
+
+
+def _select_mask(
+    cross_mask: tuple[Tensor | None, Tensor | None], index: Tensor
+) -> tuple[Tensor | None, Tensor | None]:
+    """Rows ``index`` of a cross-attention mask ``((B, 1, 1, S), (B, 1, 1, 1) or None)``."""
+    mask, dead = cross_mask
+    return (
+        None if mask is None else mask.index_select(0, index),
+        None if dead is None else dead.index_select(0, index),
+    )
+
 
 class KVCache:
     """The decoder's cache: one ``LayerKVCache`` per layer, plus the memory padding mask.
 
     ``len(cache)`` is the number of decoded steps so far (the next step's position).
-    ``cache.index_select(index)`` returns a new cache with rows ``index (B',)`` (beam search:
-    expand each source to its beams, reorder beams after a step).
+    ``cache.index_select(index)`` returns a new cache with rows ``index (B',)`` (beam search
+    expands each source to its beams so); ``cache.reorder_(index)`` reorders the rows in
+    place (beam search, after every step).
     """
 
     def __init__(
@@ -141,6 +180,34 @@ class KVCache:
 
     def index_select(self, index: Tensor) -> KVCache:
         """A new cache whose row i is this cache's row ``index[i]``; ``index``: LongTensor (B',)."""
+        self._check_index(index)
+        mask = self.memory_key_padding_mask
+        return KVCache(
+            [layer.index_select(index) for layer in self.layers],
+            index.numel(),
+            None if mask is None else mask.index_select(0, index),
+            self.steps,
+        )
+
+    def reorder_(self, index: Tensor, *, within_sources: bool = False) -> None:
+        """In place: row i becomes row ``index[i]``; ``index (B,)`` has one entry per row.
+
+        What beam search does after every step (:meth:`LayerKVCache.reorder_`, which also
+        says what ``within_sources`` promises); use :meth:`index_select` to keep this cache
+        as it is or to change the batch size.
+        """
+        self._check_index(index)
+        if index.numel() != self.batch_size:
+            raise ValueError(
+                f"index must have shape (B,)=({self.batch_size},) to reorder in place, "
+                f"got {tuple(index.shape)}"
+            )
+        for layer in self.layers:
+            layer.reorder_(index, within_sources=within_sources)
+        if self.memory_key_padding_mask is not None and not within_sources:
+            self.memory_key_padding_mask = self.memory_key_padding_mask.index_select(0, index)
+
+    def _check_index(self, index: Tensor) -> None:
         if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32):
             raise TypeError(
                 f"index must be an integer (long) tensor, got "
@@ -153,13 +220,6 @@ class KVCache:
                 f"index values must be in [0, {self.batch_size}), got "
                 f"min {int(index.min())}, max {int(index.max())}"
             )
-        mask = self.memory_key_padding_mask
-        return KVCache(
-            [layer.index_select(index) for layer in self.layers],
-            index.numel(),
-            None if mask is None else mask.index_select(0, index),
-            self.steps,
-        )
 
     def __repr__(self) -> str:
         return f"KVCache(layers={len(self.layers)}, batch={self.batch_size}, steps={self.steps})"
