@@ -1,4 +1,5 @@
-"""Helpers every part of lecturekit shares: the eval-mode context and argument checks.
+"""Helpers every part of lecturekit shares: the special token ids, the eval-mode context,
+one-time warnings and argument checks.
 
 One style for bad input everywhere: ``TypeError`` for a value of the wrong type,
 ``ValueError`` for a value of the right type but out of range, and the message
@@ -9,17 +10,41 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "SPECIAL_TOKENS",
     "eval_mode",
+    "warn_once",
     "check_int",
     "check_number",
     "check_choice",
     "check_type",
     "check_bool",
 ]
+
+# The special tokens, defined once for the whole package: every vocabulary puts them first,
+# so their ids are the defaults of ``TransformerConfig`` and of every chapter's tables.
+PAD_ID = 0
+BOS_ID = 1
+EOS_ID = 2
+UNK_ID = 3
+SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Issue ``message`` as a RuntimeWarning the first time only (per process)."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 @contextlib.contextmanager

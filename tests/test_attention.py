@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturekit import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from lecturekit.kernels import backend as kernel_backend
+from lecturekit import _common
 
 
 def brute_force_attention(q, k, v, allowed):
@@ -196,7 +196,7 @@ def test_gradcheck_float64():
 
 def test_triton_backend_falls_back_with_one_warning(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(kernel_backend, "_warned", set())
+    monkeypatch.setattr(_common, "_warned", set())
     torch.manual_seed(8)
     module = MultiHeadAttention(8, 2, backend="triton")
     x = torch.randn(1, 3, 8)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import lecturekit.kernels as kernels
-from lecturekit.kernels import backend as kernel_backend
+from lecturekit import _common
 
 pytestmark = pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks the fallback of a machine without a GPU"
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def no_kernels(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(kernel_backend, "_warned", set())
+    monkeypatch.setattr(_common, "_warned", set())
 
 
 def test_add_and_matmul_fall_back_with_one_warning_each(no_kernels):

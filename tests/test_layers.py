@@ -17,7 +17,7 @@ from lecturekit import (
     SinusoidalPositionalEncoding,
     causal_mask,
 )
-from lecturekit.kernels import backend as kernel_backend
+from lecturekit import _common
 from lecturekit.model.layers import LayerNorm
 
 
@@ -66,7 +66,7 @@ def test_feed_forward_is_position_wise(activation):
 
 def test_layer_norm_triton_backend_falls_back_on_cpu(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(kernel_backend, "_warned", set())
+    monkeypatch.setattr(_common, "_warned", set())
     norm = LayerNorm(5, backend="triton")
     x = torch.randn(2, 5)
     with warnings.catch_warnings(record=True) as caught:

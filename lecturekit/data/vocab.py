@@ -22,6 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+
 __all__ = [
     "PAD_ID",
     "BOS_ID",
@@ -33,11 +35,6 @@ __all__ = [
     "WordVocab",
 ]
 
-PAD_ID = 0
-BOS_ID = 1
-EOS_ID = 2
-UNK_ID = 3
-SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
 class Vocab(ABC):

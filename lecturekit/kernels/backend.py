@@ -9,23 +9,15 @@ warning per process. Importing this module never imports triton or torch.
 from __future__ import annotations
 
 import os
-import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from lecturekit._common import warn_once
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from torch import Tensor
 
-__all__ = ["usable_kernels", "warn_once"]
-
-_warned: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    """Issue ``message`` as a RuntimeWarning the first time only (per process)."""
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+__all__ = ["usable_kernels"]
 
 
 def usable_kernels(tensor: Tensor, what: str) -> ModuleType | None:

@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit.kernels.backend import usable_kernels, warn_once
+from lecturekit._common import warn_once
+from lecturekit.kernels.backend import usable_kernels
 from lecturekit.model.config import ATTENTION_BACKENDS
 from lecturekit.model.masks import (
     causal_mask,

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lecturekit._common import check_bool, check_choice, check_int, check_number
+from lecturekit._common import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+)
 
 __all__ = [
     "ATTENTION_BACKENDS",
@@ -53,9 +61,9 @@ class TransformerConfig:
     positional: str = "sinusoidal"
     tie_embeddings: bool = False
     share_vocab: bool = False
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
     attention_backend: str = "math"
     layernorm_backend: str = "torch"
     layer_norm_eps: float = 1e-5
