@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturekit import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from lecturekit import _common
+from lecturekit import MultiHeadAttention, _common, causal_mask, scaled_dot_product_attention
 
 
 def brute_force_attention(q, k, v, allowed):

@@ -15,9 +15,9 @@ from lecturekit import (
     LearnedPositionalEncoding,
     PositionwiseFeedForward,
     SinusoidalPositionalEncoding,
+    _common,
     causal_mask,
 )
-from lecturekit import _common
 from lecturekit.model.layers import LayerNorm
 
 
