@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 
-
 class Vocab(ABC):
     """A fixed, ordered list of tokens; ids are positions in that list.
 
