@@ -46,7 +46,7 @@ help:
 	@echo "make book       build the HTML book into _build/html (creates .venv if needed)"
 	@echo "make lab        install JupyterLab into .venv and open the notebooks in it"
 	@echo "make pdf        print the whole book to _build/pdf/<repository name>.pdf"
-	@echo "make test       run every check: ruff, unit, Triton interpreter, nbval, nbval on"
+	@echo "make test       run every check: ruff, mypy, unit, Triton interpreter, nbval, nbval on"
 	@echo "                another CPU code path, strict book build,"
 	@echo "                browser (book pages, search, live JupyterLab), PDF"
 	@echo "make notebooks  re-execute every notebook in a fresh kernel and save its outputs"
@@ -120,6 +120,8 @@ lint: $(PIP_STAMP)
 	@echo "==> [1/8] ruff (lint and format check)"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	@echo "==> [1/8] mypy (lecturekit/model, decoding, training)"
+	$(VENV)/bin/mypy
 
 unit: $(PIP_STAMP)
 	@echo "==> [2/8] unit tests"

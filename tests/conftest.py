@@ -8,10 +8,15 @@ and drive it with a browser (``--run-lab``, the same step).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from _tiny_model import build_tiny_model, one_torch_thread
+
+if TYPE_CHECKING:
+    from lecturekit import Transformer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,50 +34,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.fixture
-def one_torch_thread():
-    """Run a test on one torch thread: tiny models are faster so, and xdist workers do not
-    oversubscribe the cores. Modules opt in with ``pytestmark``."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-# the shared tiny Transformer: small enough for any test, every size overridable
-TINY_MODEL = dict(
-    src_vocab_size=13,
-    tgt_vocab_size=11,
-    d_model=16,
-    n_heads=2,
-    d_ff=32,
-    n_encoder_layers=1,
-    n_decoder_layers=1,
-    dropout=0.0,
-    max_len=20,
-)
-
-
-def build_tiny_model(seed: int = 0, **overrides):
-    """A seeded tiny ``lecturekit.Transformer`` in eval mode; ``overrides`` replace config fields."""
-    import torch
-
-    from lecturekit import Transformer, TransformerConfig
-
-    torch.manual_seed(seed)
-    return Transformer(TransformerConfig(**{**TINY_MODEL, **overrides})).eval()
+@pytest.fixture(name="one_torch_thread")
+def one_torch_thread_fixture() -> Iterator[None]:
+    """Run a test on one torch thread (``_tiny_model.one_torch_thread``); modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="session")
-def make_tiny_model():
-    """The builder of tiny models: ``make_tiny_model(seed=0, **config_overrides)``."""
+def make_tiny_model() -> Callable[..., Transformer]:
+    """The one way tests build a model: ``make_tiny_model(seed=0, **config_overrides)``
+    (``_tiny_model.build_tiny_model``)."""
     return build_tiny_model
 
 
 @pytest.fixture(scope="module")
-def tiny_model():
+def tiny_model() -> Transformer:
     """One tiny model with the default sizes, shared by the tests of a module."""
     return build_tiny_model()
 

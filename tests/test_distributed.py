@@ -8,6 +8,7 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
+from _tiny_model import build_tiny_model, one_torch_thread
 
 from lecturekit.training.distributed import DistContext, setup, shard
 
@@ -15,23 +16,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _problem():
-    from lecturekit import Transformer, TransformerConfig
+    """The copy task and the tiny model; the spawned workers cannot use fixtures, so they
+    and the test build it with conftest's builder imported from ``_tiny_model``."""
     from lecturekit.data import make_task
 
     task = make_task("copy", n_train=60, n_valid=8, n_test=4, seed=1)
-    torch.manual_seed(0)
-    model = Transformer(
-        TransformerConfig(
-            len(task.src_vocab),
-            len(task.tgt_vocab),
-            d_model=16,
-            n_heads=2,
-            d_ff=32,
-            n_encoder_layers=1,
-            n_decoder_layers=1,
-            dropout=0.0,
-            max_len=32,
-        )
+    model = build_tiny_model(
+        src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab), max_len=32
     )
     return task, model
 
@@ -59,15 +50,14 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
-    torch.set_num_threads(1)
     from lecturekit.training import fit
     from lecturekit.training.distributed import cleanup
 
-    task, model = _problem()
-    history = fit(model, task.encoded("train"), None, _config())  # unchanged user code
-    torch.save(
-        {"loss": history.loss, "logits": _probe(task, model)}, os.path.join(out_dir, f"{rank}.pt")
-    )
+    with one_torch_thread():
+        task, model = _problem()
+        history = fit(model, task.encoded("train"), None, _config())  # unchanged user code
+        logits = _probe(task, model)
+    torch.save({"loss": history.loss, "logits": logits}, os.path.join(out_dir, f"{rank}.pt"))
     cleanup()
 
 

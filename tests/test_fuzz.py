@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -65,21 +66,15 @@ def clear_error(error: Exception, names: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def model() -> Transformer:
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        SRC_VOCAB,
-        TGT_VOCAB,
+def model(make_tiny_model: Callable[..., Transformer]) -> Transformer:
+    return make_tiny_model(
+        src_vocab_size=SRC_VOCAB,
+        tgt_vocab_size=TGT_VOCAB,
         d_model=8,
-        n_heads=2,
         d_ff=12,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
         max_len=MAX_LEN,
         positional="learned",
-        dropout=0.0,
     )
-    return Transformer(config).eval()
 
 
 # -- configuration ---------------------------------------------------------------------------

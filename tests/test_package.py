@@ -3,8 +3,10 @@ lecturekit.book.environment's report checked against independent sources."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import os
@@ -14,6 +16,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -126,6 +129,66 @@ def test_module_all_lists_what_the_module_defines(package: str) -> None:
         assert _lazy.static_all(path) == list(module.__all__), f"{package}.{name}"
         for public in module.__all__:
             assert hasattr(module, public), f"{package}.{name}.{public}"
+
+
+def _init_file(package: str) -> Path:
+    return Path(importlib.util.find_spec(package).origin)
+
+
+def _serves_names(package: str) -> bool:
+    """Whether ``package``'s ``__getattr__`` serves public names (``attach`` with names); a
+    package that writes its own ``__all__`` defines its names itself."""
+    return not _lazy.static_all(_init_file(package))
+
+
+def _lazy_names(package: str) -> dict[str, str]:
+    """``{name: module that defines it}`` for every submodule and name ``package`` serves
+    lazily (a lifted name is followed to its module, not its subpackage)."""
+    lift = getattr(importlib.import_module(package), "_LIFT", ())
+    names = dict.fromkeys(_lazy.submodules(package), package)
+    for name, owner in _lazy.exports(package, lift).items():
+        while importlib.util.find_spec(owner).submodule_search_locations is not None:
+            owner = _lazy.exports(owner)[name]  # a lifted subpackage: its defining module
+        names[name] = owner
+    return names
+
+
+def _static_names(package: str) -> dict[str, str]:
+    """``{name: module}`` imported by the ``if TYPE_CHECKING:`` block of ``package``'s
+    ``__init__`` (what editors and mypy see instead of the lazy ``__getattr__``)."""
+    tree = ast.parse(_init_file(package).read_text(encoding="utf-8"))
+    names: dict[str, str] = {}
+    for block in tree.body:
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING":
+            for node in block.body:
+                assert isinstance(node, ast.ImportFrom) and node.module, ast.unparse(node)
+                for alias in node.names:
+                    # "name as name": an explicit re-export, also under mypy --strict
+                    assert alias.asname == alias.name, f"{package}: write {alias.name} as itself"
+                    names[alias.name] = node.module
+    return names
+
+
+def _type_checking_block(names: dict[str, str]) -> str:
+    by_module: dict[str, list[str]] = defaultdict(list)
+    for name, module in names.items():
+        by_module[module].append(name)
+    lines = ["if TYPE_CHECKING:"]
+    for module, found in sorted(by_module.items()):
+        lines += [f"    from {module} import {name} as {name}" for name in sorted(found)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("package", [p for p in _packages() if _serves_names(p)])
+def test_static_imports_list_every_lazy_name(package: str) -> None:
+    """``from lecturekit import Transformer`` goes through ``__getattr__``, which editors and
+    type checkers cannot follow; each such package's ``if TYPE_CHECKING:`` block imports the
+    same names from their modules, and this test keeps the two lists equal."""
+    expected = _lazy_names(package)
+    assert _static_names(package) == expected, (
+        f"the TYPE_CHECKING block of {_init_file(package)} is stale; replace it with this "
+        f"block (ruff check --fix sorts it):\n{_type_checking_block(expected)}"
+    )
 
 
 def test_top_level_convenience_names() -> None:

@@ -379,9 +379,9 @@ def exhaustive_search(
         pool: list[list[Hypothesis]] = [[] for _ in range(batch)]
         for t in range(1, max_len + 1):
             log_probs, state = dec.step(tokens, state)
-            log_probs = forbid_specials(log_probs, dec).double().tolist()
+            allowed = forbid_specials(log_probs, dec).double().tolist()
             keep, opened = _extend_all(
-                rows, prefixes, scores, log_probs, pool, t, t == max_len, dec.eos_id, alpha
+                rows, prefixes, scores, allowed, pool, t, t == max_len, dec.eos_id, alpha
             )
             if not keep:
                 break

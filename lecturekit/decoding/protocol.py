@@ -20,10 +20,14 @@ after every step, and calls ``select`` instead where a decoder has no ``reorder`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from lecturekit.model.cache import KVCache
+    from lecturekit.model.transformer import Transformer
 
 __all__ = ["IncrementalDecoder", "TransformerDecoder", "as_decoder"]
 
@@ -45,11 +49,19 @@ class IncrementalDecoder(Protocol):
 
 
 @dataclass
-class _TransformerState:
-    cache: Any = None  # lecturekit.model.cache.KVCache (cached decoding)
-    memory: Tensor | None = None  # (N, S, D) (uncached decoding)
-    memory_key_padding_mask: Tensor | None = None  # (N, S) True = padding
-    prefix: Tensor | None = None  # (N, t) tokens fed so far (uncached decoding)
+class _CachedState:
+    cache: KVCache
+
+
+@dataclass
+class _PrefixState:
+    memory: Tensor  # (N, S, D)
+    memory_key_padding_mask: Tensor | None  # (N, S) True = padding
+    prefix: Tensor  # (N, t) tokens fed so far
+
+
+# cached decoding keeps the KV cache; uncached decoding re-runs the decoder on the prefix
+_TransformerState = _CachedState | _PrefixState
 
 
 class TransformerDecoder:
@@ -63,7 +75,7 @@ class TransformerDecoder:
     cache saves.
     """
 
-    def __init__(self, model: torch.nn.Module, use_cache: bool = True) -> None:
+    def __init__(self, model: Transformer, use_cache: bool = True) -> None:
         for name in ("encode", "decode", "init_cache", "decode_step", "config"):
             if not hasattr(model, name):
                 raise TypeError(
@@ -92,15 +104,15 @@ class TransformerDecoder:
         memory = self.model.encode(src, src_key_padding_mask=src_key_padding_mask)
         if self.use_cache:
             cache = self.model.init_cache(memory, memory_key_padding_mask=src_key_padding_mask)
-            return _TransformerState(cache=cache)
+            return _CachedState(cache)
         empty = torch.empty(src.shape[0], 0, dtype=torch.long, device=src.device)
-        return _TransformerState(
+        return _PrefixState(
             memory=memory, memory_key_padding_mask=src_key_padding_mask, prefix=empty
         )
 
     def step(self, tokens: Tensor, state: _TransformerState) -> tuple[Tensor, _TransformerState]:
         """Feed ``tokens`` ``(N,)``; return next-token log-probs ``(N, V)``."""
-        if self.use_cache:
+        if isinstance(state, _CachedState):
             # the strategies feed ids they chose from the vocabulary: no per-token checks
             logits = self.model.decode_step(tokens, state.cache, validate=False)
             return torch.log_softmax(logits.float(), dim=-1), state
@@ -108,19 +120,15 @@ class TransformerDecoder:
         logits = self.model.decode(
             prefix, state.memory, memory_key_padding_mask=state.memory_key_padding_mask
         )  # (N, t+1, V)
-        state = _TransformerState(
-            memory=state.memory,
-            memory_key_padding_mask=state.memory_key_padding_mask,
-            prefix=prefix,
-        )
+        state = _PrefixState(state.memory, state.memory_key_padding_mask, prefix)
         return torch.log_softmax(logits[:, -1].float(), dim=-1), state
 
     def select(self, state: _TransformerState, index: Tensor) -> _TransformerState:
         """Rows ``index`` ``(N',)`` of ``state``."""
-        if self.use_cache:
-            return _TransformerState(cache=state.cache.index_select(index))
+        if isinstance(state, _CachedState):
+            return _CachedState(state.cache.index_select(index))
         mask = state.memory_key_padding_mask
-        return _TransformerState(
+        return _PrefixState(
             memory=state.memory.index_select(0, index),
             memory_key_padding_mask=None if mask is None else mask.index_select(0, index),
             prefix=state.prefix.index_select(0, index),
@@ -130,7 +138,7 @@ class TransformerDecoder:
         """:meth:`select` with ``index (N,)``, one entry per row, each from the row's own
         source; ``state`` is used up: the KV cache is reordered in place and keeps its
         cross-attention part (:meth:`lecturekit.model.cache.KVCache.reorder_`)."""
-        if not self.use_cache:
+        if not isinstance(state, _CachedState):
             return self.select(state, index)
         state.cache.reorder_(index, within_sources=True)
         return state

@@ -102,7 +102,9 @@ class TableDecoder:
         ids = ids.tolist() if isinstance(ids, Tensor) else ids
         return sep.join(self.itos[i] for i in ids if i > self.eos_id)
 
-    def start(self, src: Any = None, *, src_key_padding_mask: Tensor | None = None) -> list[tuple]:
+    def start(
+        self, src: Any = None, *, src_key_padding_mask: Tensor | None = None
+    ) -> list[tuple[int, ...] | None]:
         if src is None:
             batch = 1
         elif isinstance(src, int):
@@ -113,8 +115,11 @@ class TableDecoder:
             raise TypeError(f"src must be None, an int or a tensor, got {type(src).__name__}")
         return [None] * batch  # None: BOS not fed yet
 
-    def step(self, tokens: Tensor, state: list) -> tuple[Tensor, list]:
-        new_state, rows = [], []
+    def step(
+        self, tokens: Tensor, state: Sequence[tuple[int, ...] | None]
+    ) -> tuple[Tensor, list[tuple[int, ...]]]:
+        new_state: list[tuple[int, ...]] = []
+        rows: list[Tensor] = []
         for tok, prefix in zip(tokens.tolist(), state, strict=True):
             if prefix is None:
                 prefix = ()  # this step fed BOS
@@ -137,5 +142,7 @@ class TableDecoder:
         row[self.eos_id] = 0.0
         return row
 
-    def select(self, state: list, index: Tensor) -> list:
+    def select(
+        self, state: Sequence[tuple[int, ...] | None], index: Tensor
+    ) -> list[tuple[int, ...] | None]:
         return [state[i] for i in index.tolist()]

@@ -8,6 +8,54 @@ encodings, feed-forward, encoder and decoder layers and stacks, chapters 3-4) ->
 Names resolve lazily; every module's ``__all__`` is available here.
 """
 
+from typing import TYPE_CHECKING
+
 from lecturekit._lazy import attach
 
-__getattr__, __dir__ = attach(__name__)
+# Editors and type checkers read these imports; at run time each name is imported on first
+# use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
+if TYPE_CHECKING:
+    from lecturekit.model import attention as attention
+    from lecturekit.model import cache as cache
+    from lecturekit.model import config as config
+    from lecturekit.model import interop as interop
+    from lecturekit.model import layers as layers
+    from lecturekit.model import masks as masks
+    from lecturekit.model import params as params
+    from lecturekit.model import transformer as transformer
+    from lecturekit.model.attention import MultiHeadAttention as MultiHeadAttention
+    from lecturekit.model.attention import (
+        scaled_dot_product_attention as scaled_dot_product_attention,
+    )
+    from lecturekit.model.cache import KVCache as KVCache
+    from lecturekit.model.cache import LayerKVCache as LayerKVCache
+    from lecturekit.model.config import ACTIVATIONS as ACTIVATIONS
+    from lecturekit.model.config import ATTENTION_BACKENDS as ATTENTION_BACKENDS
+    from lecturekit.model.config import LAYERNORM_BACKENDS as LAYERNORM_BACKENDS
+    from lecturekit.model.config import POSITIONAL_ENCODINGS as POSITIONAL_ENCODINGS
+    from lecturekit.model.config import TransformerConfig as TransformerConfig
+    from lecturekit.model.interop import EncoderDecoder as EncoderDecoder
+    from lecturekit.model.interop import from_torch as from_torch
+    from lecturekit.model.interop import to_torch as to_torch
+    from lecturekit.model.layers import Decoder as Decoder
+    from lecturekit.model.layers import DecoderLayer as DecoderLayer
+    from lecturekit.model.layers import Encoder as Encoder
+    from lecturekit.model.layers import EncoderLayer as EncoderLayer
+    from lecturekit.model.layers import LayerNorm as LayerNorm
+    from lecturekit.model.layers import LearnedPositionalEncoding as LearnedPositionalEncoding
+    from lecturekit.model.layers import PositionwiseFeedForward as PositionwiseFeedForward
+    from lecturekit.model.layers import SinusoidalPositionalEncoding as SinusoidalPositionalEncoding
+    from lecturekit.model.masks import causal_mask as causal_mask
+    from lecturekit.model.masks import check_attn_mask as check_attn_mask
+    from lecturekit.model.masks import check_key_padding_mask as check_key_padding_mask
+    from lecturekit.model.masks import fully_masked_rows as fully_masked_rows
+    from lecturekit.model.masks import merge_masks as merge_masks
+    from lecturekit.model.masks import padding_mask as padding_mask
+    from lecturekit.model.masks import prepare_mask as prepare_mask
+    from lecturekit.model.masks import to_additive as to_additive
+    from lecturekit.model.params import ComponentCount as ComponentCount
+    from lecturekit.model.params import ParameterTable as ParameterTable
+    from lecturekit.model.params import count_parameters as count_parameters
+    from lecturekit.model.transformer import Transformer as Transformer
+else:
+    __getattr__, __dir__ = attach(__name__)
