@@ -128,6 +128,10 @@ def test_set_discount_changes_the_scores_without_refitting() -> None:
     assert ime.lm.discount == 0.9 and ime.scored("a b c")[0][1] != before
     with pytest.raises(ValueError, match="discount"):
         ime.set_discount(1.0)
+    with pytest.raises(TypeError, match="pinyins must be a list"):
+        ime.candidates("a b", 1)
+    with pytest.raises(ValueError, match="order"):
+        NgramIME(_toy_pairs(10), 4)
 
 
 def test_cer_exact_and_topk_on_a_hand_computed_example() -> None:

@@ -164,6 +164,7 @@ class NgramIME:
         discount: float = 0.75,
         beam: int | None = None,
     ) -> None:
+        check_int("order", order, 1, 3)
         check_int("beam", beam, 1, optional=True)
         chars = sorted({c for _, text in pairs for c in text})
         self.itos = ["<s>", "</s>", *chars]
@@ -210,6 +211,8 @@ class NgramIME:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each pinyin clause its ``k`` best character strings, best first."""
+        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
+            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
         return [[text for text, _ in self.scored(p, k)] for p in pinyins]
 
     def scored(self, pinyin: str, k: int = 1) -> list[tuple[str, float]]:
