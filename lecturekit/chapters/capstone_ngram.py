@@ -1,0 +1,400 @@
+"""The sentence-level input method's n-gram engines and its metrics.
+
+A clause's pinyin ``s_1 ... s_n`` is turned into characters ``c_1 ... c_n`` by an HMM: hidden
+states are characters, observations syllables, and the best clause maximises
+
+    log P_LM(c_1 ... c_n </s>) + sum_i log P(s_i | c_i),
+
+where ``P_LM`` is a character n-gram model and ``P(s | c)`` the share of ``c``'s training
+occurrences read ``s``. Everything is estimated from the same training clauses:
+
+- :class:`KneserNeyLM`: interpolated Kneser-Ney of order 1 to 3 (order 1 with discount 0 is the
+  maximum-likelihood unigram, so the "unigram engine" picks each syllable's most frequent
+  character);
+- :class:`NgramIME`: the decoder, a Viterbi search over the characters seen with each syllable
+  that keeps the ``k`` best paths per state (the state is the last ``order - 1`` characters),
+  optionally pruned to a beam; exact for orders 1-2 and for order 3 without a beam;
+- metrics over clauses: :func:`sentence_scores` (character error rate, exact match, top-k
+  match, per clause), :func:`bootstrap_interval` (seeded 95 % intervals) and
+  :func:`evaluate_clauses`, which times a system and summarises all three.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lecturekit._common import check_int, check_number
+from lecturekit.training.metrics import edit_distance
+
+__all__ = [
+    "KneserNeyLM",
+    "NgramIME",
+    "ClauseScores",
+    "sentence_scores",
+    "bootstrap_interval",
+    "evaluate_clauses",
+    "UNKNOWN_CHAR",
+]
+
+BOS, EOS = 0, 1  # ids of the sentence start and end in every KneserNeyLM
+UNKNOWN_CHAR = "□"  # written for a syllable that no training character was read as
+
+
+def _encode(grams: np.ndarray, base: int) -> np.ndarray:
+    """``(..., m)`` token ids -> ``(...)`` int64 keys, ``sum_i ids[i] * base**(m-1-i)``."""
+    keys = np.zeros(grams.shape[:-1], dtype=np.int64)
+    for i in range(grams.shape[-1]):
+        keys = keys * base + grams[..., i]
+    return keys
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``values`` at ``query``'s positions in the sorted ``keys``; 0 where absent."""
+    if len(keys) == 0:
+        return np.zeros(query.shape)
+    idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return np.where(keys[idx] == query, values[idx], 0.0)
+
+
+class KneserNeyLM:
+    """An interpolated Kneser-Ney character n-gram model over ids (``BOS`` = 0, ``EOS`` = 1).
+
+    ``sequences``: lists of character ids >= 2; each is padded with ``order - 1`` ``BOS`` in
+    front and one ``EOS`` after. The highest order counts n-grams; each lower order counts
+    how many distinct characters precede a gram (its continuation count), except for grams
+    that start with ``BOS``, which keep their raw counts (they have no left context). With
+    discount ``d`` (the same at every order)
+
+        P_k(w | h) = max(c_k(h w) - d, 0) / c_k(h .) + d N_k(h .) / c_k(h .) P_{k-1}(w | h'),
+
+    ``N_k(h .)`` the number of distinct ``w`` after ``h``; an unseen context falls back to
+    ``P_{k-1}``; ``P_0`` is uniform over the ``vocab_size - 1`` predictable ids (all but BOS).
+    So ``P(. | h)`` sums to 1 over those ids for every ``h``.
+    """
+
+    def __init__(
+        self, sequences: Sequence[Sequence[int]], vocab_size: int, order: int, discount: float
+    ) -> None:
+        check_int("order", order, 1, 3)
+        check_int("vocab_size", vocab_size, 3)
+        check_number("discount", discount, 0, 1, exclusive=("maximum",))
+        self.order, self.vocab_size, self.discount = order, vocab_size, float(discount)
+        raw = self._raw_counts(sequences)
+        # levels[k - 1]: (gram keys, counts, context keys, context totals, context types)
+        self.levels = []
+        for k in range(1, order + 1):
+            counts = raw[k] if k == order else self._continuation(raw[k], raw[k + 1])
+            self.levels.append(self._tables(counts, k))
+
+    def _raw_counts(self, sequences: Sequence[Sequence[int]]) -> dict[int, Counter]:
+        pad = self.order - 1
+        raw: dict[int, Counter] = {k: Counter() for k in range(1, self.order + 1)}
+        for seq in sequences:
+            ids = [BOS] * pad + list(seq) + [EOS]
+            if any(not 2 <= i < self.vocab_size for i in seq):
+                raise ValueError(
+                    f"sequences must hold ids in [2, {self.vocab_size}), got {list(seq)!r}"
+                )
+            for k in range(1, self.order + 1):
+                for end in range(pad, len(ids)):
+                    raw[k][tuple(ids[end - k + 1 : end + 1])] += 1
+        return raw
+
+    @staticmethod
+    def _continuation(grams: Counter, longer: Counter) -> Counter:
+        counts: Counter = Counter()
+        for gram in longer:
+            counts[gram[1:]] += 1  # one more distinct left neighbour
+        for gram, n in grams.items():
+            if gram[0] == BOS:
+                counts[gram] = n
+        return counts
+
+    def _tables(self, counts: Counter, k: int) -> tuple[np.ndarray, ...]:
+        grams = np.array(sorted(counts), dtype=np.int64).reshape(-1, k)
+        keys = _encode(grams, self.vocab_size)
+        order = np.argsort(keys)
+        keys, grams = keys[order], grams[order]
+        values = np.array([counts[tuple(g)] for g in grams.tolist()], dtype=np.float64)
+        ctx = _encode(grams[:, :-1], self.vocab_size)
+        ctx_keys, inverse = np.unique(ctx, return_inverse=True)
+        totals = np.bincount(inverse, weights=values)
+        types = np.bincount(inverse).astype(np.float64)
+        return keys, values, ctx_keys, totals, types
+
+    def prob(self, history: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """``P(new[j] | history[i])``: ``history (M, order - 1)`` ids, ``new (C,)`` ids ->
+        ``(M, C)`` probabilities."""
+        history = np.asarray(history, dtype=np.int64)
+        if history.ndim != 2 or history.shape[1] != self.order - 1:
+            raise ValueError(f"history must have shape (M, {self.order - 1}), got {history.shape}")
+        new = np.asarray(new, dtype=np.int64)
+        p = np.full((len(history), len(new)), 1.0 / (self.vocab_size - 1))
+        d = self.discount
+        for k, (keys, values, ctx_keys, totals, types) in enumerate(self.levels, start=1):
+            ctx = _encode(history[:, self.order - k :], self.vocab_size)  # (M,)
+            total = _lookup(ctx_keys, totals, ctx)[:, None]  # (M, 1)
+            kinds = _lookup(ctx_keys, types, ctx)[:, None]
+            count = _lookup(keys, values, ctx[:, None] * self.vocab_size + new[None, :])
+            safe = np.maximum(total, 1.0)
+            p = np.where(total > 0, (np.maximum(count - d, 0.0) + d * kinds * p) / safe, p)
+        return p
+
+
+class NgramIME:
+    """An HMM input method: a :class:`KneserNeyLM` over characters, the emission
+    ``P(syllable | character)``, and a k-best Viterbi search restricted to the characters seen
+    with each syllable.
+
+    ``pairs``: training ``(pinyin, text)`` clauses; ``order``: 1 (unigram: each syllable's
+    most frequent character), 2 (bigram HMM) or 3 (trigram HMM); ``discount``: the
+    Kneser-Ney discount (order 1 ignores it and uses 0); ``beam``: the most paths kept
+    after each step (None: all, exact).
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        order: int,
+        discount: float = 0.75,
+        beam: int | None = None,
+    ) -> None:
+        check_int("order", order, 1, 3)
+        check_int("beam", beam, 1, optional=True)
+        chars = sorted({c for _, text in pairs for c in text})
+        self.itos = ["<s>", "</s>", *chars]
+        self.stoi = {c: i for i, c in enumerate(self.itos)}
+        self.order, self.beam = order, beam
+        self.name = {1: "unigram", 2: "bigram HMM", 3: "trigram HMM"}[order]
+        self.max_candidates = 1_000
+        self.lm = KneserNeyLM(
+            [[self.stoi[c] for c in text] for _, text in pairs],
+            len(self.itos),
+            order,
+            0.0 if order == 1 else discount,
+        )
+        self.emission = self._emission(pairs)
+        self._memo: dict[tuple[bytes, bytes], np.ndarray] = {}
+
+    def _emission(self, pairs: Sequence[tuple[str, str]]) -> dict[str, tuple[np.ndarray, ...]]:
+        """syllable -> (character ids ``(C,)``, log P(syllable | character) ``(C,)``)."""
+        together: dict[str, Counter[int]] = defaultdict(Counter)
+        per_char: Counter[int] = Counter()
+        for pinyin, text in pairs:
+            syllables = pinyin.split()
+            if len(syllables) != len(text):
+                raise ValueError(
+                    f"pairs must have one syllable per character, got {pinyin!r}, {text!r}"
+                )
+            for s, c in zip(syllables, text, strict=True):
+                together[s][self.stoi[c]] += 1
+                per_char[self.stoi[c]] += 1
+        table = {}
+        for s, counter in together.items():
+            ids = np.array(sorted(counter), dtype=np.int64)
+            logp = np.log([counter[i] / per_char[i] for i in ids.tolist()])
+            table[s] = (ids, logp)
+        return table
+
+    def set_discount(self, discount: float) -> None:
+        """Use Kneser-Ney discount ``discount`` from now on (no re-estimation: the counts
+        stay; order 1 keeps 0)."""
+        check_number("discount", discount, 0, 1, exclusive=("maximum",))
+        if self.order > 1:
+            self.lm.discount = float(discount)
+            self._memo.clear()  # the memoised log-probabilities belong to the old discount
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each pinyin clause its ``k`` best character strings, best first."""
+        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
+            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
+        return [[text for text, _ in self.scored(p, k)] for p in pinyins]
+
+    def scored(self, pinyin: str, k: int = 1) -> list[tuple[str, float]]:
+        """The ``k`` best ``(text, log score)`` for one clause, best first; a syllable never
+        seen in training is written :data:`UNKNOWN_CHAR` (and scores nothing)."""
+        check_int("k", k, 1)
+        steps = [self.emission.get(s) for s in pinyin.split()]
+        known = [step for step in steps if step is not None]
+        if not known:
+            return [(UNKNOWN_CHAR * len(steps), 0.0)]
+        paths, scores = self._search(known, k)
+        out = []
+        for row, score in zip(paths, scores, strict=True):
+            chars = iter(self.itos[i] for i in row)
+            text = "".join(UNKNOWN_CHAR if step is None else next(chars) for step in steps)
+            out.append((text, float(score)))
+        return out
+
+    def _log_prob(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """``log P_LM(ids | states)`` ``(S, C)``, memoised: for the bigram the states of a
+        step are the characters of the previous syllable, so syllable pairs repeat."""
+        key = (states.tobytes(), ids.tobytes())
+        table = self._memo.get(key)
+        if table is None:
+            if len(self._memo) >= 4096:  # about 4096 x 30 KB at most
+                self._memo.clear()
+            table = self._memo[key] = np.log(self.lm.prob(states, ids))
+        return table
+
+    def _search(self, steps: list[tuple[np.ndarray, ...]], k: int) -> tuple[list, np.ndarray]:
+        """k-best Viterbi: ``steps`` of (ids, log emission) -> (id paths, scores), best first.
+
+        Paths ending in the same state (last ``order - 1`` ids) are recombined, ``k`` kept
+        per state; then, with a beam, the best ``beam`` overall.
+        """
+        history = np.full((1, self.order - 1), BOS, dtype=np.int64)  # (M, order - 1)
+        scores = np.zeros(1)
+        backs = []  # per step: (parent index (M,), id (M,))
+        for ids, emit in steps:
+            # the LM depends on the state, not the path: score each distinct state once
+            states, inverse = np.unique(history, axis=0, return_inverse=True)
+            logp = self._log_prob(states, ids)[inverse.reshape(-1)]  # (M, C)
+            cand = scores[:, None] + logp + emit[None, :]  # (M, C)
+            # a new state is (the parent's state without its oldest id, the new id)
+            kept_part = _encode(history[:, 1:], self.lm.vocab_size)  # (M,)
+            keep = _best_per_state(kept_part, cand, k)  # flat indices into cand
+            if self.beam is not None and len(keep) > self.beam:
+                keep = keep[np.argsort(-cand.ravel()[keep], kind="stable")[: self.beam]]
+            parent, col = np.divmod(keep, len(ids))
+            history = np.concatenate([history[parent], ids[col][:, None]], axis=1)[:, 1:]
+            scores = cand.ravel()[keep]
+            backs.append((parent, ids[col]))
+        scores = scores + np.log(self.lm.prob(history, np.array([EOS])))[:, 0]
+        best = np.argsort(-scores, kind="stable")[:k]
+        paths = []
+        for end in best.tolist():
+            row, m = [], end
+            for parent, chosen in reversed(backs):
+                row.append(int(chosen[m]))
+                m = int(parent[m])
+            paths.append(row[::-1])
+        return paths, scores[best]
+
+
+def _best_per_state(groups: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
+    """Flat indices into ``cand (M, C)`` of the ``k`` best entries of every new state, sorted.
+
+    Entry ``(m, c)`` leads to the state ``(groups[m], c)``: parents of one group are laid
+    out in a ``(G, P, C)`` array padded with -inf, and the ``k`` best along ``P`` are kept.
+    """
+    _, inverse = np.unique(groups, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse)
+    order = np.argsort(inverse, kind="stable")  # parents grouped
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    position = np.arange(len(order)) - starts[inverse[order]]
+    padded = np.full((len(counts), counts.max(), cand.shape[1]), -np.inf)  # (G, P, C)
+    padded[inverse[order], position] = cand[order]
+    if padded.shape[1] > k:
+        top = np.argpartition(-padded, k - 1, axis=1)[:, :k]  # (G, k, C)
+    else:
+        top = np.broadcast_to(np.arange(padded.shape[1])[None, :, None], padded.shape)
+    group = np.arange(len(counts))[:, None, None]
+    valid = top < counts[group]  # drop the padding
+    parent = order[np.minimum(starts[group] + top, len(order) - 1)]
+    flat = parent * cand.shape[1] + np.arange(cand.shape[1])[None, None, :]
+    return np.sort(flat[valid])
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics over clauses
+# ---------------------------------------------------------------------------------------------
+
+
+def sentence_scores(
+    candidates: Sequence[Sequence[str]], references: Sequence[str], k: int = 5
+) -> dict[str, np.ndarray]:
+    """Per clause: ``"edits"`` (edit distance of the first candidate to the reference; no
+    candidate counts as deleting every character), ``"chars"`` (reference length),
+    ``"exact"`` (first candidate equals the reference) and ``"topk"`` (the reference is among
+    the first ``k``), each an array ``(N,)``. CER = ``edits.sum() / chars.sum()``."""
+    check_int("k", k, 1)
+    if len(candidates) != len(references):
+        raise ValueError(
+            f"candidates and references must have the same length, got "
+            f"{len(candidates)} and {len(references)}"
+        )
+    first = [c[0] if c else "" for c in candidates]
+    return {
+        "edits": np.array([edit_distance(p, r) for p, r in zip(first, references, strict=True)]),
+        "chars": np.array([len(r) for r in references]),
+        "exact": np.array([p == r for p, r in zip(first, references, strict=True)], dtype=float),
+        "topk": np.array(
+            [r in c[:k] for c, r in zip(candidates, references, strict=True)], dtype=float
+        ),
+    }
+
+
+def bootstrap_interval(
+    numerator: np.ndarray,
+    denominator: np.ndarray | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """``(estimate, low, high)`` of ``sum(numerator) / sum(denominator)`` (the mean when
+    ``denominator`` is None) and its percentile bootstrap interval: clauses ``(N,)`` drawn
+    with replacement ``n_resamples`` times by ``numpy.random.default_rng(seed)``."""
+    check_int("n_resamples", n_resamples, 1)
+    check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
+    numerator = np.asarray(numerator, dtype=float)
+    denominator = np.ones_like(numerator) if denominator is None else np.asarray(denominator)
+    if numerator.ndim != 1 or numerator.shape != denominator.shape or len(numerator) == 0:
+        raise ValueError(
+            f"numerator and denominator must be equal non-empty 1-d arrays, got shapes "
+            f"{numerator.shape} and {denominator.shape}"
+        )
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(numerator), size=(n_resamples, len(numerator)))
+    ratios = numerator[draws].sum(axis=1) / denominator[draws].sum(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(numerator.sum() / denominator.sum()), float(low), float(high)
+
+
+@dataclass(frozen=True)
+class ClauseScores:
+    """A system on ``n`` clauses: ``cer``, ``exact``, ``topk`` as ``(estimate, low, high)``
+    (95 % bootstrap intervals) and ``ms_per_clause`` (wall time of its decoding)."""
+
+    cer: tuple[float, float, float]
+    exact: tuple[float, float, float]
+    topk: tuple[float, float, float]
+    k: int
+    n: int
+    ms_per_clause: float
+
+    def row(self, name: str) -> str:
+        """One table row: ``name  CER [low, high]  exact [...]  top-k [...]  ms``."""
+        cells = [f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in (self.cer, self.exact, self.topk)]
+        return f"{name:22s} " + "  ".join(cells) + f"  {self.ms_per_clause:7.2f}"
+
+
+def evaluate_clauses(
+    decode: Callable[[list[str], int], list[list[str]]],
+    pairs: Sequence[tuple[str, str]],
+    k: int = 5,
+    seed: int = 0,
+) -> ClauseScores:
+    """Decode ``pairs`` (pinyin, text) with ``decode(pinyins, k)`` (e.g. a system's
+    ``candidates``), time it and score it with 95 % bootstrap intervals (seeded)."""
+    if not pairs:
+        raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+    start = time.perf_counter()
+    answers = decode([p for p, _ in pairs], k)
+    elapsed = time.perf_counter() - start
+    s = sentence_scores(answers, [t for _, t in pairs], k)
+    return ClauseScores(
+        cer=bootstrap_interval(s["edits"], s["chars"], seed=seed),
+        exact=bootstrap_interval(s["exact"], seed=seed),
+        topk=bootstrap_interval(s["topk"], seed=seed),
+        k=k,
+        n=len(pairs),
+        ms_per_clause=1000 * elapsed / len(pairs),
+    )
