@@ -155,6 +155,8 @@ def can_fork() -> bool:
         return False  # macOS has fork, but forking a process that uses its frameworks is unsafe
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
+    if multiprocessing.current_process().daemon:  # a daemon process may not start children
+        return False
     torch = sys.modules.get("torch")
     return not (torch is not None and torch.cuda.is_initialized())
 
