@@ -104,7 +104,7 @@ class UnigramBaseline:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input its ``k`` best words (``[]`` if a syllable was never seen)."""
-        _check_k(k)
+        _check_k(k, self.max_candidates)
         return [self._one(pinyin, k) for pinyin in _check_pinyins(pinyins)]
 
     def _one(self, pinyin: str, k: int) -> list[str]:
@@ -135,7 +135,7 @@ class LookupBaseline:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input the ``k`` most frequent training words with exactly that pinyin."""
-        _check_k(k)
+        _check_k(k, self.max_candidates)
         return [self.table.get(pinyin, [])[:k] for pinyin in _check_pinyins(pinyins)]
 
 
@@ -172,7 +172,7 @@ class HmmBaseline:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input the HMM's ``k`` best paths (``[]`` for a syllable it does not know)."""
-        _check_k(k)
+        _check_k(k, self.max_candidates)
         out = []
         for pinyin in _check_pinyins(pinyins):
             observations = self.spell(pinyin)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from lecturekit._common import check_bool, check_int
 from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["Batch", "pad_sequences", "collate", "BucketBatchSampler", "make_loader"]
@@ -203,6 +204,10 @@ def make_loader(
     """
     if len(pairs) == 0:
         raise ValueError("pairs must not be empty")
+    check_int("batch_size", batch_size, 1)  # both paths; DataLoader's own message is obscure
+    check_bool("shuffle", shuffle)
+    check_bool("bucket", bucket)
+    check_bool("drop_last", drop_last)
 
     def collate_fn(items: Sequence[IdPair]) -> Batch:
         return collate(items, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)

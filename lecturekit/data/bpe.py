@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lecturekit._common import check_int, check_type
 from lecturekit.data.vocab import SPECIAL_TOKENS, UNK_ID
 
 __all__ = ["BPE", "pretokenize"]
@@ -83,8 +84,10 @@ class BPE:
         """
         if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
             raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
+        check_int("min_count", min_count, 1)
         if isinstance(corpus, str):
             raise TypeError("corpus must be an iterable of texts, got a single str")
+        check_type("corpus", corpus, Iterable, "an iterable of texts (e.g. a list of str)")
         word_counts = Counter(word for text in corpus for word in pretokenize(text))
         if not word_counts:
             raise ValueError("corpus is empty")
@@ -143,8 +146,15 @@ class BPE:
     def decode_ids(self, ids: Iterable[int]) -> str:
         """Ids -> text; special tokens are skipped."""
         tokens = []
+        if isinstance(ids, str):
+            raise TypeError(f"ids must be a sequence of int token ids, got a str {ids!r}")
         for index in ids:
-            index = int(index)
+            # an int, or a 0-d integer tensor/array: 4.9 must not silently become id 4
+            if hasattr(index, "dtype") and str(index.dtype).split(".")[-1].startswith(
+                ("int", "uint")
+            ):
+                index = int(index)
+            check_int("each id", index)
             if not 0 <= index < len(self.tokens):
                 raise ValueError(
                     f"id {index} is outside the BPE vocabulary [0, {len(self.tokens)})"
@@ -167,6 +177,13 @@ class BPE:
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> BPE:
         """Inverse of ``to_dict``."""
+        check_type("state", state, dict, "a dict made by BPE.to_dict()")
+        missing = [key for key in ("alphabet", "merges") if key not in state]
+        if missing:
+            raise ValueError(
+                f"state must have the keys 'alphabet' and 'merges' (as BPE.to_dict() writes), "
+                f"got a dict missing {missing}"
+            )
         return cls(
             alphabet=list(state["alphabet"]),
             merges=[tuple(p) for p in state["merges"]],

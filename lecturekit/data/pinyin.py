@@ -26,6 +26,7 @@ Held-out words have 2 to 4 characters, so the test asks the model to compose.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 import random
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from lecturekit._common import check_int, warn_once
 from lecturekit.data.vocab import CharVocab, WordVocab
 
 __all__ = [
@@ -52,7 +54,7 @@ __all__ = [
     "VIEWS",
 ]
 
-LEXICON_FORMAT = 1  # bump when the filtering or the file layout changes
+LEXICON_FORMAT = 2  # bump when the filtering or the file layout changes
 MAX_WORD_LEN = 4
 VIEWS = ("freq", "uniform", "seen")
 _HANZI = re.compile(r"[\u4e00-\u9fff]+")
@@ -149,38 +151,52 @@ def load_lexicon(directory: str | os.PathLike | None = None) -> list[Word]:
 
     Built from the installed jieba and pypinyin on first use (about 30 s) and cached in
     ``directory`` (default :func:`cache_dir`); later calls read the cache (under a second).
-    Raises ``ImportError`` naming the package when jieba or pypinyin is missing.
+    The cache file's first line holds the number of words and the SHA-256 of the rest, so a
+    damaged cache (empty, cut short, edited) is noticed, rebuilt and rewritten, never read as
+    a smaller lexicon. Raises ``ImportError`` naming the package when jieba or pypinyin is
+    missing.
     """
     directory = Path(directory) if directory is not None else cache_dir()
     path = _cache_path(directory)
     if path.is_file():
-        return _read_tsv(path)
+        words = _read_cache(path)
+        if words is not None:
+            return words
+        warn_once(f"the cached lexicon {str(path)!r} is damaged; rebuilding it (about 30 s)")
     words = _build_lexicon()
-    _write_tsv(path, words)
+    _write_cache(path, words)
     return words
 
 
-def _read_tsv(path: Path) -> list[Word]:
+def _header(body: bytes, count: int) -> bytes:
+    digest = hashlib.sha256(body).hexdigest()
+    return f"# lecturekit pinyin lexicon: {count} words, sha256 {digest}\n".encode()
+
+
+def _read_cache(path: Path) -> list[Word] | None:
+    """The words in the cache file, or None when it is damaged (its header does not match)."""
+    data = path.read_bytes()
+    header, _, body = data.partition(b"\n")
+    lines = body.decode("utf-8", errors="replace").splitlines()
+    if not lines or header + b"\n" != _header(body, len(lines)):
+        return None
     words = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 3 or not fields[2].isdigit():
-                raise ValueError(
-                    f"the cached lexicon {str(path)!r} is damaged at line {number}; "
-                    "delete the file and it will be rebuilt"
-                )
-            words.append(Word(fields[0], fields[1], int(fields[2])))
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) != 3 or not fields[2].isdigit():
+            return None
+        words.append(Word(fields[0], fields[1], int(fields[2])))
     return words
 
 
-def _write_tsv(path: Path, words: Sequence[Word]) -> None:
+def _write_cache(path: Path, words: Sequence[Word]) -> None:
     # atomic: two processes building the cache at once both end with a complete file
+    body = "".join(f"{w.text}\t{w.pinyin}\t{w.freq}\n" for w in words).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(f"{w.text}\t{w.pinyin}\t{w.freq}\n" for w in words)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_header(body, len(words)) + body)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache is plain public data
         os.replace(tmp, path)
     except BaseException:
@@ -314,14 +330,19 @@ def make_task(
     outside the output vocabulary (the ``vocab_size`` most frequent training characters) are
     left out of ``valid`` and ``test`` here; the chapter's evaluation keeps them, as misses.
     """
-    from lecturekit.data.tasks import TaskData
+    from lecturekit.data.tasks import MAX_EXAMPLES, TaskData
 
     n_train = 600_000 if n_train is None else n_train
     n_valid = 500 if n_valid is None else n_valid
     n_test = 1000 if n_test is None else n_test
-    for name, value in (("n_valid", n_valid), ("n_test", n_test)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    # checked before anything is loaded or drawn, with the toy tasks' bound on the total
+    for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
+        check_int(name, value, 1, MAX_EXAMPLES)
+    if n_train + n_valid + n_test > MAX_EXAMPLES:
+        raise ValueError(
+            f"n_train + n_valid + n_test must be at most {MAX_EXAMPLES:,} (what make_task "
+            f"generates in one call), got {n_train + n_valid + n_test:,}; ask for fewer examples"
+        )
     split = split_lexicon(seed=seed)
     src_vocab = syllable_vocab(split.train + split.valid + split.test)
     tgt_vocab = char_vocab(split.train, vocab_size)

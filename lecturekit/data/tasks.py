@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lecturekit._common import check_type
 from lecturekit.data.vocab import CharVocab, Vocab, WordVocab
 
 __all__ = ["TASKS", "TaskSpec", "TaskData", "list_tasks", "make_task", "number_to_chinese"]
@@ -363,12 +364,12 @@ class TaskData:
     @property
     def max_src_len(self) -> int:
         """Longest source, in tokens, over all splits (no special tokens)."""
-        return max(len(self.src_vocab.tokenize(s)) for s, _ in self._all_pairs())
+        return max(len(self.src_vocab.tokenize(s)) for s, _ in self._nonempty_pairs("src"))
 
     @property
     def max_tgt_len(self) -> int:
         """Longest target, in tokens, over all splits (add 1 for ``<eos>``)."""
-        return max(len(self.tgt_vocab.tokenize(t)) for _, t in self._all_pairs())
+        return max(len(self.tgt_vocab.tokenize(t)) for _, t in self._nonempty_pairs("tgt"))
 
     def loader(
         self, split: str, batch_size: int = 64, shuffle: bool | None = None, seed: int = 0
@@ -385,6 +386,15 @@ class TaskData:
 
     def _all_pairs(self) -> list[Pair]:
         return self.train + self.valid + self.test
+
+    def _nonempty_pairs(self, side: str) -> list[Pair]:
+        pairs = self._all_pairs()
+        if not pairs:
+            raise ValueError(
+                f"max_{side}_len of task {self.name!r} is undefined: the task has no examples "
+                "(n_train + n_valid + n_test = 0); make it with at least one example"
+            )
+        return pairs
 
     def __repr__(self) -> str:
         src, tgt = self.train[0] if self.train else ("", "")
@@ -410,6 +420,7 @@ def make_task(
     splits, so no source appears in two splits. ``"pinyin"`` is made by
     :func:`lecturekit.data.pinyin.make_task` instead (real words, split by word).
     """
+    check_type("name", name, str, f"a task name, one of {sorted(TASKS) + sorted(DATA_TASKS)}")
     if name in DATA_TASKS:
         module = importlib.import_module(DATA_TASKS[name][0])
         return module.make_task(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed)

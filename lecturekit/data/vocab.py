@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, check_type
 
 __all__ = [
     "PAD_ID",
@@ -41,7 +41,9 @@ class Vocab(ABC):
 
     Subclasses decide how a string is split into tokens (``tokenize``) and joined back
     (``detokenize``). Regular tokens are kept in the order given (duplicates dropped), after
-    the four special tokens.
+    the four special tokens. Every token must be one that ``tokenize`` can produce (one
+    character for ``CharVocab``, no white space for ``WordVocab``): any other would be an id
+    that no text ever encodes to.
     """
 
     kind = "base"
@@ -56,6 +58,12 @@ class Vocab(ABC):
         for token in tokens:
             if not isinstance(token, str) or token == "":
                 raise TypeError(f"every token must be a non-empty str, got {token!r}")
+            if self.tokenize(token) != [token]:
+                raise ValueError(
+                    f"every token must be a single {type(self).__name__} token (what tokenize "
+                    f"makes of a text), got {token!r}, which tokenize splits into "
+                    f"{self.tokenize(token)!r}; split it before building the vocabulary"
+                )
             if token not in seen:
                 seen.add(token)
                 itos.append(token)
@@ -167,6 +175,7 @@ class Vocab(ABC):
         kinds = {"char": CharVocab, "word": WordVocab}
         if state["kind"] not in kinds:
             raise ValueError(f"state['kind'] must be one of {sorted(kinds)}, got {state['kind']!r}")
+        check_type("state['tokens']", state["tokens"], (list, tuple), "a list of token strings")
         return kinds[state["kind"]](list(state["tokens"]))
 
     def _check_id(self, index: Any) -> int:

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from lecturekit._common import check_bool, check_int, check_number, eval_mode
 from lecturekit.decoding.protocol import as_decoder
-from lecturekit.decoding.search import Decoded, forbid_specials, stable_topk, start
+from lecturekit.decoding.search import Decoded, check_max_len, forbid_specials, stable_topk, start
 
 __all__ = ["Hypothesis", "beam_search", "beam_step", "exhaustive_search", "length_penalty"]
 
@@ -306,6 +306,7 @@ def beam_search(
     check_bool("use_cache", use_cache)
     alpha, k = float(length_penalty), beam_size
     dec = as_decoder(model, use_cache=use_cache)
+    check_max_len(dec, max_len, k * (src.shape[0] if isinstance(src, Tensor) else 1))
     reorder = getattr(dec, "reorder", dec.select)  # in place where the decoder can
     with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,16 @@ __all__ = ["Decoded", "greedy", "sample", "filter_logits", "sequence_log_prob"]
 # below this, log-probs / temperature could overflow to -inf in a whole row (greedy() is the
 # limit 0)
 MIN_TEMPERATURE = 1e-6
+# above this every allowed token is equally likely to within 1e-4 (finite float32 log-probs
+# are >= about -104, so log-probs / temperature differ by < 1e-4), and a float32 division by
+# more than 3.4e38 gives -inf / inf = NaN: the limit infinity is uniform sampling
+MAX_TEMPERATURE = 1e6
+# Sinusoidal positions (Vaswani et al., section 3.5) have wavelengths from 2*pi to
+# 10000*2*pi: past the longest, 62,832 positions, the slowest pair of dimensions repeats, so
+# a longer output lies beyond anything the encoding was designed to tell apart. Every decoding
+# strategy refuses a longer max_len up front (a model that never emits EOS would otherwise
+# decode, and grow its cache, for as long as max_len allows).
+MAX_DECODE_LEN = math.ceil(2 * math.pi * 10_000)
 
 
 @dataclass
@@ -80,6 +91,43 @@ def stable_topk(values: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return top, index.gather(-1, order)
 
 
+def check_max_len(dec: IncrementalDecoder, max_len: Any, rows: int) -> None:
+    """Refuse a ``max_len`` no decoding can reasonably run to, before the first step.
+
+    Two bounds: ``MAX_DECODE_LEN`` (62,832: the longest wavelength of the sinusoidal
+    positions) for every decoder; for a Transformer also the memory its KV cache would need
+    after ``max_len`` steps (``rows`` decoder rows x layers x keys and values x d_model),
+    which must fit in the memory of the device the model is on.
+    """
+    check_int("max_len", max_len, 1, MAX_DECODE_LEN)
+    model = getattr(dec, "model", None)
+    config = getattr(model, "config", None)
+    parameter = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    if config is None or parameter is None:
+        return
+    need = rows * max_len * config.n_decoder_layers * 2 * config.d_model
+    need *= parameter.element_size()
+    have = _device_memory(parameter.device)
+    if have is not None and need > have:
+        raise ValueError(
+            f"max_len must be small enough for the KV cache to fit in memory: {max_len:,} "
+            f"steps over {rows:,} rows need {need / 2**30:,.1f} GiB, the "
+            f"{parameter.device.type} device has {have / 2**30:,.1f} GiB; use a smaller max_len"
+        )
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """Total memory of ``device`` in bytes (None where it cannot be read)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type == "cpu" and hasattr(os, "sysconf"):
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            return None
+    return None
+
+
 def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:
     """``(state, batch size, device)`` of a decoding run over ``src``."""
     state = dec.start(src, src_key_padding_mask=src_key_padding_mask)
@@ -108,7 +156,9 @@ def greedy(
         model: a :class:`lecturekit.Transformer` or any :class:`IncrementalDecoder`.
         src: source token ids ``(B, S)`` (padded with ``pad_id``); for a
             :class:`TableDecoder`, ``None`` or a batch size.
-        max_len: maximum number of generated tokens (EOS included).
+        max_len: maximum number of generated tokens (EOS included), at most
+            ``MAX_DECODE_LEN`` (62,832) and small enough for the KV cache to fit in the
+            device's memory (see :func:`check_max_len`).
         src_key_padding_mask: ``(B, S)`` bool, True = padding; derived from ``pad_id`` when
             omitted.
         use_cache: decode with the KV cache (True) or recompute the prefix each step.
@@ -140,6 +190,7 @@ def _token_by_token(
     """
     check_bool("use_cache", use_cache)
     dec = as_decoder(model, use_cache=use_cache)
+    check_max_len(dec, max_len, src.shape[0] if isinstance(src, Tensor) else 1)
     # inference mode: no autograd bookkeeping at all (cheaper than no_grad for many small ops)
     with eval_mode(model), torch.inference_mode():
         state, batch, device = start(dec, src, src_key_padding_mask=src_key_padding_mask)
@@ -214,8 +265,9 @@ def sample(
 
     Args:
         model, src, max_len, src_key_padding_mask, use_cache: as in :func:`greedy`.
-        temperature: finite, >= ``MIN_TEMPERATURE`` (1e-6); below 1 sharpens, above 1
-            flattens the distribution (its limit 0 is :func:`greedy`).
+        temperature: in ``[MIN_TEMPERATURE, MAX_TEMPERATURE]`` (1e-6 to 1e6); below 1
+            sharpens, above 1 flattens the distribution (its limit 0 is :func:`greedy`; at
+            1e6 it is uniform over the allowed tokens to within 1e-4).
         top_k: keep only the k most probable tokens (None = all).
         top_p: keep the smallest set of tokens whose probability reaches ``top_p``.
         seed / generator: randomness source (at most one of them).
@@ -225,7 +277,7 @@ def sample(
         model's log-probability of each sample (unaffected by temperature and filtering).
     """
     check_int("max_len", max_len, minimum=1)
-    check_number("temperature", temperature, minimum=MIN_TEMPERATURE)
+    check_number("temperature", temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)
     check_int("top_k", top_k, minimum=1, optional=True)
     check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
     check_int("seed", seed, optional=True)
@@ -249,14 +301,54 @@ def sample(
 
 
 @torch.no_grad()
-def sequence_log_prob(model: Any, src: Any, tokens: Sequence[int] | Tensor) -> float:
-    """Log-probability the model gives to the output ``tokens`` (no BOS) for one source.
+def sequence_log_prob(model: Any, src: Any, tokens: Sequence[Any] | Tensor) -> float | Tensor:
+    """Log-probability the model gives to the output ``tokens`` (no BOS) of each source.
 
     Computed step by step through the protocol, so it works for a :class:`TableDecoder`
     (for which it is ``log`` of the product of the table's entries) as well as a model, which
     scores in eval mode (no dropout) like every decoding strategy.
-    ``src``: one source, ``(1, S)`` for a Transformer, ``None`` for a table.
+
+    One source: ``src`` ``(1, S)`` for a Transformer (``None`` for a table) and ``tokens`` one
+    sequence; returns a float. A batch: ``src`` ``(B, S)`` and ``tokens`` ``(B, T)`` (a tensor
+    or B sequences, e.g. ``Decoded.tokens``); returns ``(B,)`` float64, row ``b`` the value of
+    source ``b`` alone (its tokens up to its first EOS; the padding after it is not scored).
     """
+    rows = src.shape[0] if isinstance(src, Tensor) and src.dim() == 2 else 1
+    if isinstance(tokens, Tensor) and tokens.dim() == 2 or _nested(tokens):
+        sequences = tokens.tolist() if isinstance(tokens, Tensor) else [list(t) for t in tokens]
+        if len(sequences) != rows:
+            raise ValueError(
+                f"tokens must hold one sequence per source ({rows}), got {len(sequences)}"
+            )
+        eos = as_decoder(model).eos_id
+        values = [
+            _sequence_log_prob(model, src[b : b + 1] if rows > 1 else src, _until(seq, eos))
+            for b, seq in enumerate(sequences)
+        ]
+        return torch.tensor(values, dtype=torch.float64)
+    if rows != 1:
+        raise ValueError(
+            f"tokens must be one sequence per source: src has {rows} rows, got a single "
+            f"sequence; pass tokens of shape ({rows}, T) (e.g. Decoded.tokens)"
+        )
+    return _sequence_log_prob(model, src, tokens)
+
+
+def _nested(tokens: Any) -> bool:
+    """True for a list of sequences (a batch of outputs), not one sequence of ids."""
+    return (
+        not isinstance(tokens, Tensor)
+        and len(tokens) > 0
+        and all(isinstance(t, (list, tuple, Tensor)) for t in tokens)
+    )
+
+
+def _until(sequence: list[Any], eos_id: int) -> list[Any]:
+    """``sequence`` up to and including its first EOS (what follows is padding)."""
+    return sequence[: sequence.index(eos_id) + 1] if eos_id in sequence else sequence
+
+
+def _sequence_log_prob(model: Any, src: Any, tokens: Sequence[int] | Tensor) -> float:
     tokens = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
     dec = as_decoder(model)
     outside = [t for t in tokens if isinstance(t, bool) or not 0 <= t < dec.vocab_size]

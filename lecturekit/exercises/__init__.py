@@ -24,12 +24,14 @@ reference solution. ``show`` prints neither the hint nor the explanation. ``answ
 function (``kind="function"``: it is called on every hidden case and its result compared with
 the reference's, see ``specs``) or a value (``kind="value"``).
 
-``check`` prints what happened and returns True/False. Whatever the student's code does is
-reported, never raised: an exception, ``sys.exit()``, an endless loop (a time limit per case,
-see ``running``), a result of the wrong type, shape or dtype, an edit of its own inputs, or a
-call of a function the task forbids. The hint (the idea, never the formula) is printed after a
-wrong result, or by ``hint(id)`` on request; a type problem gets the required return type
-instead, since the formula may be right.
+``check`` prints what happened and returns True/False (in IPython the same verdict as a
+``Verdict``, which a notebook cell does not echo). Whatever the student's code does is
+reported, never raised: an exception (even one whose message cannot be shown), ``sys.exit()``,
+``os._exit()``, an endless loop (a time limit per case, see ``running``), a result of the
+wrong type, shape or dtype, an edit of its own inputs, or a call of a function the task
+forbids. The hint (the idea, never the formula) is printed after a wrong result, or by
+``hint(id)`` on request; a type problem gets the required return type instead, since the
+formula may be right.
 
 An answer that is not a plain function, such as a Triton kernel, is turned into one by the
 exercise's ``launch`` (which raises ``CannotRun`` with a Chinese message when it cannot run
@@ -51,8 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lecturekit._common import check_number
 from lecturekit._lazy import attach
 from lecturekit.exercises import running
+from lecturekit.exercises.running import Verdict
 from lecturekit.exercises.specs import Spec, short
 
 __all__ = [
@@ -67,6 +71,7 @@ __all__ = [
     "list_exercises",
     "get_exercise",
     "CAPSTONE",
+    "Verdict",
 ]
 
 # submodules (e.g. ``exercises.<module>``) resolve on first attribute access
@@ -74,6 +79,8 @@ __getattr__, __dir__ = attach(__name__, names=False)
 
 # seconds one hidden case may run; the reference solutions need milliseconds
 TIME_LIMIT_S = 10.0
+# the longest time_limit check accepts (a day): threading's waits overflow on larger ones
+MAX_TIME_LIMIT_S = 24 * 3600.0
 
 # The capstone chapter has no number: its self-tests are "自测 C.1", ... and it sits between
 # chapter 6 and chapter 7 in the book, which is where its exercises are listed.
@@ -301,22 +308,60 @@ def _source_of(dotted: str) -> str:
 def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) -> bool:
     """Check ``answer`` against exercise ``exercise_id``, print feedback in Chinese.
 
-    Returns True if every hidden case passes. Student errors are reported, never raised;
-    each case may run at most ``time_limit`` seconds.
+    Returns True if every hidden case passes: a ``bool``, or in IPython a ``Verdict`` (true
+    or false in the same way, but a cell ending in ``check(...)`` does not echo it).
+
+    What it guarantees, on Linux (Colab included) without CUDA initialised in this process:
+    the whole check of each hidden case (running the reference and the answer, comparing and
+    formatting the result) runs in a forked worker process and may take at most about
+    ``2 * time_limit + 2`` seconds, so no answer can hang ``check`` (a looping ``__repr__``,
+    ``__float__`` or exception message included) or end the notebook's kernel
+    (``os._exit``, a crash). Elsewhere it runs in this process: the answer's own call still
+    has ``time_limit`` seconds and ``sys.exit()`` is caught, but a result that loops when
+    compared or shown can hang it. A learning aid, not a security boundary: an answer that
+    sets out to cheat (``sys.setprofile(None)``, a helper thread calling a forbidden
+    function) can. ``time_limit``: seconds per case, finite, in ``(0, 86400]``.
     """
     ex = get_exercise(exercise_id)
-    if not isinstance(time_limit, (int, float)) or not time_limit > 0:
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    check_number("time_limit", time_limit, 0.0, MAX_TIME_LIMIT_S, exclusive=("minimum",))
     if answer is None or answer is Ellipsis:
-        return _fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
-    if ex.kind == "value":
-        return _check_value(ex, answer)
-    if ex.launch is not None:
-        try:
-            answer = ex.launch(answer)
-        except CannotRun as reason:
-            return _fail(ex, str(reason))
-    return _check_function(ex, answer, time_limit)
+        return running.verdict(
+            _fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
+        )
+
+    def work(step: Callable[[str], None]) -> bool:
+        if ex.kind == "value":
+            step("比较你的答案")
+            return _check_value(ex, answer)
+        step("准备测试")
+        function = answer
+        if ex.launch is not None:
+            try:
+                function = ex.launch(answer)
+            except CannotRun as reason:
+                return _fail(ex, str(reason))
+        return _check_function(ex, function, time_limit, step)
+
+    outcome = running.isolated(work, step_limit=2 * time_limit + 2)
+    if outcome.status == "timeout":
+        return running.verdict(
+            _fail(
+                ex,
+                f"{outcome.step}超过 {2 * time_limit + 2:g} 秒还没有结束（调用你的函数、比较和"
+                "显示结果一共），检查已停止。是不是有死循环，例如返回的对象的 __repr__ 或 "
+                "__float__、或者抛出的异常的消息里？",
+            )
+        )
+    if outcome.status == "died":
+        return running.verdict(
+            _fail(
+                ex,
+                f"{outcome.step}时运行检查的进程意外结束（退出码 {outcome.exitcode}）："
+                "是不是调用了 os._exit() 或者让 Python 崩溃的操作？函数应当用 return 返回"
+                "结果。你的笔记本没有受影响。",
+            )
+        )
+    return running.verdict(outcome.passed)
 
 
 def _check_value(ex: Exercise, answer: Any) -> bool:
@@ -327,7 +372,9 @@ def _check_value(ex: Exercise, answer: Any) -> bool:
     return True
 
 
-def _check_function(ex: Exercise, answer: Any, time_limit: float) -> bool:
+def _check_function(
+    ex: Exercise, answer: Any, time_limit: float, step: Callable[[str], None]
+) -> bool:
     if not callable(answer):
         return _fail(
             ex,
@@ -337,6 +384,7 @@ def _check_function(ex: Exercise, answer: Any, time_limit: float) -> bool:
     cases = list(ex.cases())
     for number, case in enumerate(cases, start=1):
         label = f"第 {number}/{len(cases)} 个测试" + (f"（{case.label}）" if case.label else "")
+        step(label)
         failure = _check_case(ex, answer, case, label, time_limit, first=number == 1)
         if failure is not None:
             return _fail(ex, *failure)
@@ -389,14 +437,23 @@ def _check_case(
 
 def _describe_error(label: str, error: BaseException | None, inputs: str) -> tuple[str, str | None]:
     if isinstance(error, NotImplementedError):
-        return f"尚未完成：{error or f'{label}时函数抛出了 NotImplementedError。'}", None
+        message = _message(error) or f"{label}时函数抛出了 NotImplementedError。"
+        return f"尚未完成：{message}", None
     if isinstance(error, SystemExit):
         return (
             f"{label}时你的函数调用了 sys.exit()（或 exit()、quit()），这会结束整个程序，"
             "检查器拦下了它。函数应当用 return 返回结果。",
             None,
         )
-    return f"{label}时你的函数出错：{type(error).__name__}: {error}{inputs}", "error"
+    return f"{label}时你的函数出错：{type(error).__name__}: {_message(error)}{inputs}", "error"
+
+
+def _message(error: BaseException | None) -> str:
+    """``str(error)``, or a note when the exception's own ``__str__`` fails."""
+    try:
+        return str(error)
+    except Exception as failure:
+        return f"（无法显示这个异常的消息：它的 __str__ 出错，{type(failure).__name__}）"
 
 
 def _fail(ex: Exercise, message: str, kind: str | None = None) -> bool:

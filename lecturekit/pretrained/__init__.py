@@ -141,6 +141,11 @@ def checkpoint_path(name: str) -> Path:
 
 
 def _recipe(name: str) -> Recipe:
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a recipe name (str), one of {sorted(RECIPES)}, got "
+            f"{type(name).__name__} ({name!r:.80})"
+        )
     if name not in RECIPES:
         raise ValueError(f"name must be one of {sorted(RECIPES)}, got {name!r}")
     return RECIPES[name]

@@ -80,7 +80,7 @@ for _seed in RNN_SEEDS:
 
 
 def _recipe(name: str) -> RNNRecipe:
-    if name not in RNN_RECIPES:
+    if not isinstance(name, str) or name not in RNN_RECIPES:
         raise ValueError(f"name must be one of {sorted(RNN_RECIPES)}, got {name!r}")
     return RNN_RECIPES[name]
 
@@ -145,8 +145,20 @@ def build_rnn(name: str, path: str | Path | None = None):
         "test_exact_match_by_length": {str(k): v for k, v in by_length.items()},
     }
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    torch.save({"recipe": dataclasses.asdict(recipe), "state": state, "metadata": metadata}, path)
+    _save_payload(
+        {"recipe": dataclasses.asdict(recipe), "state": state, "metadata": metadata}, path
+    )
     return model, metadata
+
+
+def _save_payload(payload: dict[str, Any], path: str | Path) -> None:
+    """Write ``payload`` (recipe, state, metadata) to ``path`` with a SHA-256 checksum, the way
+    :func:`lecturekit.training.checkpoint.save_checkpoint` writes one: atomically, read back."""
+    from lecturekit.training.checkpoint import _checksum, _write_atomically
+
+    payload = {k: v for k, v in payload.items() if k != "checksum"}
+    payload["checksum"] = _checksum(payload)
+    _write_atomically(payload, Path(path))
 
 
 def load_rnn(name: str):
@@ -162,7 +174,15 @@ def load_rnn(name: str):
             f"name: no shipped checkpoint for {name!r} at {path}; create it with "
             f"`python -m lecturekit.pretrained build {name}`"
         )
+    from lecturekit.training.checkpoint import _checksum
+
     saved = torch.load(path, weights_only=True)
+    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
+        raise ValueError(
+            f"{path} fails its checksum (or has none): the file was damaged after it was "
+            f"written; reinstall lecturekit or rebuild it with "
+            f"`python -m lecturekit.pretrained build {name}`"
+        )
     if saved["recipe"] != dataclasses.asdict(recipe):
         raise ValueError(
             f"{path} was built from another recipe; rebuild it with "

@@ -36,16 +36,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from lecturekit._common import check_type
+from lecturekit.training import _checkpoint_guards as guards
+from lecturekit.training._checkpoint_guards import FORMAT, FORMAT_VERSION, MAX_DEPTH
+
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "RUNTIME_FIELDS"]
 
-FORMAT = "lecturekit-checkpoint"
-FORMAT_VERSION = 1
 # configuration fields that change how the model computes, not its weights: a checkpoint
 # loads into a model that differs only in these
 RUNTIME_FIELDS = ("dropout", "attention_backend", "layernorm_backend")
-# memory a configuration may ask for beyond the weights stored in the file (the sinusoidal
-# position table is not stored): at most this many bytes more than the weights
-_BUFFER_ALLOWANCE = 64 * 2**20
 # a temporary file whose writer cannot be checked (not POSIX) is stale after this long
 _STALE_SECONDS = 24 * 3600
 
@@ -90,6 +89,7 @@ def save_checkpoint(
     """
     from lecturekit import __version__
 
+    path = guards.check_save_path(path)
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
         raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
@@ -115,7 +115,6 @@ def save_checkpoint(
         "metadata": _plain(metadata or {}, "metadata"),
     }
     payload["checksum"] = _checksum(payload)
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporary_files(path)
     _write_atomically(payload, path)
@@ -126,17 +125,27 @@ def _plain(value: Any, name: str, _seen: tuple[int, ...] = ()) -> Any:
     """``value`` as plain Python data that ``weights_only`` loading accepts, else TypeError.
 
     Exact types only: a subclass of ``float`` such as ``np.float64`` would be pickled as a
-    NumPy object, which the loader then refuses.
+    NumPy object, which the loader then refuses. At most ``MAX_DEPTH`` levels of nesting
+    (the loader refuses deeper files). A tensor is stored with a storage of its own size (an
+    expanded view, or a slice of a larger tensor, is copied), which the loader's memory bound
+    relies on.
     """
     if value is None or type(value) in (str, int, float, bool):
         return value
     if isinstance(value, torch.Tensor) and type(value) in (torch.Tensor, nn.Parameter):
         if value.is_meta:
             raise TypeError(f"{name}: a meta tensor holds no data; store a real tensor")
+        if guards.storage_bytes(value) != value.numel() * value.element_size():
+            return value.detach().clone(memory_format=torch.contiguous_format)
         return value.detach()
     if type(value) in (list, tuple, dict):
         if id(value) in _seen:
             raise ValueError(f"{name}: contains itself (a cycle); store plain, finite data")
+        if len(_seen) >= MAX_DEPTH:
+            raise ValueError(
+                f"{name.split('[')[0]} must nest at most {MAX_DEPTH} levels deep, got deeper "
+                f"data at {name[:120]}...; store flatter data (e.g. a list of records)"
+            )
         seen = (*_seen, id(value))
         if type(value) is dict:
             for key in value:
@@ -283,9 +292,10 @@ def load_checkpoint(
 
     if bad := set(runtime_overrides) - set(RUNTIME_FIELDS):
         raise TypeError(f"runtime_overrides: only {RUNTIME_FIELDS} may be overridden, got {bad}")
-    device = _device(map_location)
+    device = guards.device(map_location)
+    check_type("path", path, (str, os.PathLike), "a checkpoint file path")
     path = Path(path)
-    payload = _read_payload(path)
+    payload = guards.read_payload(path)
     where = f"path: {str(path)!r}"
     if verify and "checksum" in payload and payload["checksum"] != _checksum(payload):
         raise ValueError(
@@ -296,16 +306,16 @@ def load_checkpoint(
     saved = dict(payload["model_config"])
     if model is None:
         config = _config(TransformerConfig, {**saved, **runtime_overrides}, where)
-        _check_size(config, payload["state_dict"], where)  # before allocating anything
+        guards.check_size(config, payload["state_dict"], where)  # before allocating anything
         model = Transformer(config)
-        _check_weights(model.state_dict(), payload["state_dict"], where)
+        guards.check_weights(model.state_dict(), payload["state_dict"], where)
     else:
         model = getattr(model, "module", model)
         if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
             raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
         _check_same_config(saved, model.config.to_dict())
         config = model.config
-        _check_weights(model.state_dict(), payload["state_dict"], where)
+        guards.check_weights(model.state_dict(), payload["state_dict"], where)
     model.load_state_dict(payload["state_dict"])
     model.to(device)
     model.eval()
@@ -318,65 +328,6 @@ def load_checkpoint(
         metadata=payload.get("metadata") or {},
         lecturekit_version=payload.get("lecturekit_version", ""),
     )
-
-
-def _device(map_location: Any) -> torch.device:
-    """``map_location`` as a device this machine has, else a ValueError naming it."""
-    if not isinstance(map_location, (str, torch.device)):
-        raise TypeError(
-            f"map_location must be a device name such as 'cpu' or 'cuda', got "
-            f"{type(map_location).__name__}"
-        )
-    try:
-        device = torch.device(map_location)
-    except RuntimeError as err:
-        raise ValueError(
-            f"map_location: {map_location!r} is not a device name ('cpu', 'cuda', 'cuda:1')"
-        ) from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"map_location: {str(map_location)!r} requested but CUDA is not available on "
-            "this machine; use map_location='cpu'"
-        )
-    if device.type == "meta":
-        raise ValueError("map_location: 'meta' holds no data; load to 'cpu' or 'cuda'")
-    return device
-
-
-def _read_payload(path: Path) -> dict[str, Any]:
-    """The checked top-level dict of a checkpoint file (tensors on the CPU)."""
-    where = f"path: {str(path)!r}"
-    if not path.is_file():
-        raise FileNotFoundError(f"path: no checkpoint file at {str(path)!r}")
-    if path.stat().st_size == 0:
-        raise ValueError(f"{where} is empty (0 bytes): an interrupted copy or save?")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # pickle.UnpicklingError and friends
-        reason = (str(err).strip().splitlines() or [""])[0]
-        raise ValueError(
-            f"{where} is not a lecturekit checkpoint that loads safely with "
-            f"weights_only=True ({type(err).__name__}: {reason})"
-        ) from err
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{where} is not a lecturekit checkpoint")
-    if payload.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{where}: checkpoint format version {payload.get('format_version')!r} is not "
-            f"supported (expected {FORMAT_VERSION})"
-        )
-    for key, kind in (("model_config", dict), ("state_dict", dict)):
-        if not isinstance(payload.get(key), kind):
-            raise ValueError(
-                f"{where}: the checkpoint has no {key!r} {kind.__name__}; it is damaged or "
-                "was not written by save_checkpoint"
-            )
-    for name, tensor in payload["state_dict"].items():
-        if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
-            raise ValueError(f"{where}: weight {name!r} is not a tensor with data; it is damaged")
-    if "checksum" in payload and not isinstance(payload["checksum"], str):
-        raise ValueError(f"{where}: the checkpoint's 'checksum' is not a string; it is damaged")
-    return payload
 
 
 def _config(config_class: type, fields: dict[str, Any], where: str) -> Any:
@@ -404,47 +355,6 @@ def _check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
     if diff:
         details = ", ".join(f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in diff.items())
         raise ValueError(f"model: configuration does not match the checkpoint ({details})")
-
-
-def _check_weights(expected: dict[str, torch.Tensor], weights: dict[str, Any], where: str) -> None:
-    """Stored ``weights`` must have exactly the names and shapes of the ``expected`` state dict."""
-    missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
-    if missing or unexpected:
-        raise ValueError(
-            f"{where}: the weights do not match the model_config (missing {missing[:3]}, "
-            f"unexpected {unexpected[:3]}); the file is damaged or was edited"
-        )
-    for name, tensor in expected.items():
-        if tuple(weights[name].shape) != tuple(tensor.shape):
-            raise ValueError(
-                f"{where}: weight {name!r} has shape {tuple(weights[name].shape)} but the "
-                f"model_config needs {tuple(tensor.shape)}; the file is damaged or was edited"
-            )
-
-
-def _check_size(config: Any, weights: dict[str, torch.Tensor], where: str) -> None:
-    """Refuse a config whose model would need far more memory than the file's weights.
-
-    A lower bound on the values a Transformer of ``config`` allocates (attention 4 D^2 and
-    feed-forward 2 D d_ff per layer, the larger embedding, the position table) may exceed the
-    stored weights only by the sinusoidal table, which is not stored: at most
-    ``_BUFFER_ALLOWANCE`` bytes or the size of the weights.
-    """
-    d = config.d_model
-    attention, feed_forward = 4 * d * d, 2 * d * config.d_ff
-    values = (
-        config.n_encoder_layers * (attention + feed_forward)
-        + config.n_decoder_layers * (2 * attention + feed_forward)
-        + d * max(config.src_vocab_size, config.tgt_vocab_size)
-        + d * config.max_len
-    )
-    stored = sum(t.numel() * t.element_size() for t in weights.values())
-    if 4 * values > 2 * stored + _BUFFER_ALLOWANCE:  # float32; stored may be float16
-        raise ValueError(
-            f"{where}: the model_config describes a model of at least {4 * values / 2**20:,.0f} "
-            f"MiB but the file holds {stored / 2**20:.1f} MiB of weights; refusing to allocate "
-            "it (the file is damaged or crafted)"
-        )
 
 
 def _vocab(state: dict[str, Any] | None, where: str) -> Any:

@@ -28,8 +28,9 @@ def label_smoothed_nll(
 
     Args:
         logits: ``(..., V)`` unnormalised scores.
-        target: ``(...)`` gold ids; positions equal to ``ignore_index`` (padding) count for
-            nothing.
+        target: ``(...)`` gold ids in ``[0, V)``; positions equal to ``ignore_index``
+            (padding) count for nothing. Any other id raises ``ValueError`` naming it (checked
+            on every call, so a bad label in a later batch is caught too).
         smoothing: in ``[0, 1)``; the paper uses 0.1.
         reduction: ``"mean"`` over the counted tokens, ``"sum"``, or ``"none"`` (zeros at
             ignored positions).
@@ -41,6 +42,7 @@ def label_smoothed_nll(
         )
     check_number("smoothing", smoothing, 0.0, 1.0, exclusive=("maximum",))
     check_choice("reduction", reduction, ("mean", "sum", "none"))
+    _check_target(target, logits.shape[-1], ignore_index)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     keep = torch.ones_like(target, dtype=torch.bool)
     if ignore_index is not None:
@@ -54,3 +56,25 @@ def label_smoothed_nll(
     if reduction == "sum":
         return loss.sum()
     return loss.sum() / keep.sum().clamp(min=1)
+
+
+def _check_target(target: Tensor, vocab_size: int, ignore_index: int | None) -> None:
+    """Every counted id of ``target`` is in ``[0, vocab_size)`` (one device sync)."""
+    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
+        raise TypeError(f"target must hold integer token ids, got dtype {target.dtype}")
+    bad = (target < 0) | (target >= vocab_size)
+    if ignore_index is not None:
+        bad &= target != ignore_index
+    if not bool(bad.any()):
+        return
+    where = tuple(int(i) for i in bad.nonzero()[0])
+    value = int(target[where])
+    fix = (
+        f"; if {value} marks padding, pass ignore_index={value}"
+        if value < 0
+        else "; the labels must come from the same vocabulary as the model's output"
+    )
+    raise ValueError(
+        f"target must hold ids in [0, {vocab_size}) (the logits' last dimension) or "
+        f"ignore_index={ignore_index}, got {value} at position {where}{fix}"
+    )
