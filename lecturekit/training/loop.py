@@ -155,7 +155,7 @@ def train_steps(
 # --------------------------------------------------------------------------------------
 
 
-DATA_KINDS = "a TaskData, a list of (src ids, tgt ids) pairs or an iterable of Batch"
+_DATA_KINDS = "a TaskData, a list of (src ids, tgt ids) pairs or an iterable of Batch"
 
 
 def _as_batches(
@@ -174,7 +174,7 @@ def _as_batches(
 
     if data is None:
         if split == "train":
-            raise TypeError(f"train must be {DATA_KINDS}, got None")
+            raise TypeError(f"train must be {_DATA_KINDS}, got None")
         return None
     c = model_config
     if hasattr(data, "encoded") and hasattr(data, "loader"):  # TaskData
@@ -208,7 +208,7 @@ def _as_batches(
         # evaluation
         return list(loader) if split == "valid" else loader
     if not isinstance(data, Iterable) or isinstance(data, str):
-        raise TypeError(f"{split} must be {DATA_KINDS}, got {type(data).__name__}")
+        raise TypeError(f"{split} must be {_DATA_KINDS}, got {type(data).__name__}")
     if split == "valid" and isinstance(data, Iterator):
         data = list(data)
     if split == "valid" and isinstance(data, list):  # read at every evaluation: check once
@@ -431,9 +431,10 @@ def fit(
 
     Safeguards (:mod:`lecturekit.training.checks`): pairs are batched with the model's
     ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
-    positions before training; a one-shot iterator that runs out raises instead of looping;
-    non-finite gradients (checked before the update) or weights raise ``FloatingPointError``
-    naming the step and the learning rate.
+    positions before training; every batch must use the model's ``bos_id`` and ``pad_id``;
+    a one-shot iterator that runs out raises instead of looping; non-finite gradients
+    (checked before the update) or weights raise ``FloatingPointError`` naming the step and
+    the learning rate.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
