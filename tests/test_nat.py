@@ -99,3 +99,23 @@ def test_bad_sample_arguments_raise():
         at.sample(-1)
     with pytest.raises(TypeError, match="seed"):
         at.sample(3, seed="0")
+
+
+def test_at_decodes_with_the_package_table_decoder():
+    import math
+
+    from lecturekit.decoding import TableDecoder, sequence_log_prob
+
+    at = AutoregressiveTable.fit(THANKS)
+    decoder = at.decoder()
+    assert isinstance(decoder, TableDecoder)
+    # the decoder scores every output as the prefix-tree walk does (independent of sampling)
+    for out, p in at.distribution().items():
+        ids = [*decoder.encode(out), decoder.eos_id]
+        assert math.exp(sequence_log_prob(decoder, None, ids)) == pytest.approx(p)
+    assert at.sample(0) == []
+
+
+def test_at_greedy_ties_go_to_eos_then_to_the_token_seen_first():
+    assert AutoregressiveTable.fit([("b",), ("a",)]).greedy() == ("b",)
+    assert AutoregressiveTable.fit([("a", "x"), ("a",)]).greedy() == ("a",)

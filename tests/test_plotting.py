@@ -86,6 +86,28 @@ def test_plot_attention_heads_grid(no_warnings):
         P.plot_attention_heads(torch.ones(4, 5))
 
 
+def test_plot_training_draws_what_fit_recorded(no_warnings):
+    from lecturekit.training import History
+
+    steps = list(range(1, 81))
+    history = History(step=steps, loss=[1.0 / s for s in steps], lr=[1e-3] * 80)
+    history.token_accuracy = [s / 80 for s in steps]
+    history.teacher_prob = [1.0] * 80  # no scheduled sampling: not drawn
+    fig = P.plot_training(history)
+    labels = [[line.get_label() for line in ax.get_lines()] for ax in fig.axes]
+    assert labels == [["训练损失"], ["逐符号准确率（教师强制）"], ["学习率"]]
+    # smoothed with the default window of 20: the last point is the mean of the last 20
+    last = fig.axes[0].get_lines()[0].get_ydata()[-1]
+    assert last == pytest.approx(np.mean([1.0 / s for s in range(61, 81)]))
+    history.teacher_prob = [1.0 - s / 100 for s in steps]
+    history.eval_step, history.valid_exact_match = [40, 80], [0.5, 0.75]
+    fig = P.plot_training(history, smooth=1)
+    labels = [line.get_label() for ax in fig.axes for line in ax.get_lines()]
+    assert "喂正确答案的概率" in labels and "验证集完全匹配率" in labels
+    assert P.plot_training(history.to_dict(), smooth=1).axes[0].get_title() == "损失 (loss)"
+    _draw(fig)
+
+
 def test_plot_history_from_mapping_and_dataclass(no_warnings):
     history = {
         "step": [1, 2, 3, 4],

@@ -187,7 +187,9 @@ def test_fit_learns_and_records_history() -> None:
     assert history.lr[:3] == [learning_rate(s, config, 32) for s in (1, 2, 3)]
     assert all(0 <= em <= 1 for em in history.valid_exact_match)
     assert not model.training
-    fig = history.plot()
+    from lecturekit.book.plotting import plot_training
+
+    fig = plot_training(history)
     assert len(fig.axes) == 3
 
 

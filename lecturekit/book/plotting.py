@@ -35,6 +35,7 @@ __all__ = [
     "plot_attention",
     "plot_attention_heads",
     "plot_history",
+    "plot_training",
     "plot_positional_encoding",
     "plot_mask",
     "plot_token_distribution",
@@ -311,6 +312,26 @@ def plot_history(
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_training(history: Any, smooth: int = 20) -> Figure:
+    """The curves :func:`lecturekit.training.fit` records, in one figure: losses, accuracy
+    and exact match, the learning rate, and the teacher-forcing probability when scheduled
+    sampling lowered it (series that are empty, such as validation without ``valid``, are
+    left out).
+
+    Args:
+        history: a ``lecturekit.training.History`` (or a mapping with its field names).
+        smooth: moving-average window for the per-step training curves.
+
+    Same as :func:`plot_history` with those keys.
+    """
+    series = _history_dict(history)
+    keys = ["loss", "valid_loss", "token_accuracy", "valid_token_accuracy"]
+    keys += ["valid_exact_match", "lr"]
+    if any(p < 1.0 for p in series.get("teacher_prob", ())):
+        keys.append("teacher_prob")
+    return plot_history(series, keys=[k for k in keys if series.get(k)], smooth=smooth)
 
 
 _PANELS = {"loss": "损失 (loss)", "accuracy": "准确率 (accuracy)", "lr": "学习率 (learning rate)"}

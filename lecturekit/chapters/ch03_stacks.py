@@ -21,6 +21,7 @@ from torch import nn
 
 from lecturekit._common import check_int
 from lecturekit.training.loop import Stopping, train_steps
+from lecturekit.training.schedules import linear_warmup_lr, set_lr
 
 __all__ = [
     "DeepStack",
@@ -233,7 +234,8 @@ def train_sequence_stack(
 
     The learning rate is ``lr`` throughout (``warmup_steps=0``), or rises linearly over the
     first ``warmup_steps`` updates, ``lr * min(1, step / warmup_steps)`` (step from 1), and
-    stays at ``lr`` afterwards. Returns the cross-entropy loss at every step (trained with
+    stays at ``lr`` afterwards (:func:`lecturekit.training.schedules.linear_warmup_lr`).
+    Returns the cross-entropy loss at every step (trained with
     :func:`lecturekit.training.loop.train_steps`, like :func:`train_regression`).
     """
     check_int("steps", steps, minimum=1)
@@ -242,9 +244,7 @@ def train_sequence_stack(
     generator = torch.Generator().manual_seed(seed)
 
     def step_loss(step: int) -> torch.Tensor:
-        if warmup_steps:
-            for group in opt.param_groups:
-                group["lr"] = lr * min(1.0, step / warmup_steps)
+        set_lr(opt, linear_warmup_lr(step, lr, warmup_steps))
         tokens, labels = make_reversal_batch(batch_size, seq_len, vocab_size, generator=generator)
         logits = model(tokens)
         return nn.functional.cross_entropy(logits.reshape(-1, vocab_size), labels.reshape(-1))

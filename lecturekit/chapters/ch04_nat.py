@@ -13,7 +13,11 @@ The two decoders factorise the probability of an output ``y = (y_1, ..., y_L)`` 
 Both models here are fitted by maximum likelihood with full probability tables, i.e. by
 counting. That is the best each factorisation can possibly do on the data (a neural network
 trained to convergence approaches these tables), so whatever NAT gets wrong here is caused by
-the factorisation itself, not by a weak network. Pure Python; no torch needed.
+the factorisation itself, not by a weak network. The AT table decodes like any model of the
+book: as a :class:`lecturekit.decoding.TableDecoder`, with the package's
+:func:`~lecturekit.decoding.greedy` and :func:`~lecturekit.decoding.sample`. The NAT table
+has no prefix to condition on, so it draws its positions itself. Fitting and the exact
+distributions are pure Python (importing this module does not import torch).
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from lecturekit._common import check_int
+from lecturekit._common import EOS_ID, SPECIAL_TOKENS, check_int
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from lecturekit.decoding.table import TableDecoder
 
 __all__ = ["EOS", "AutoregressiveTable", "NonAutoregressiveTable", "valid_fraction"]
 
-EOS = "<eos>"
+EOS = SPECIAL_TOKENS[EOS_ID]  # "<eos>", the end token of every table
 
 Output = tuple[str, ...]
 K = TypeVar("K")
@@ -110,24 +117,42 @@ class AutoregressiveTable:
                     stack.append((prefix + (token,), p * q))
         return result
 
+    def decoder(self) -> TableDecoder:
+        """The table as a :class:`lecturekit.decoding.TableDecoder`, which every decoding
+        strategy of the book runs on. Symbol ids follow the order in which the fit first met
+        each token, so argmax ties go to ``EOS``, then to the token seen first."""
+        from lecturekit.decoding.table import TableDecoder
+
+        seen = {tok: None for dist in self.next_token.values() for tok in dist if tok != EOS}
+        return TableDecoder(self.next_token, symbols=list(seen))
+
+    def _max_len(self) -> int:
+        """Tokens of the longest output, EOS included."""
+        return 1 + max(len(prefix) for prefix in self.next_token)
+
     def sample(self, n: int, seed: int = 0) -> list[Output]:
-        """Draw ``n`` outputs token by token, feeding each choice back in (ancestral sampling)."""
+        """Draw ``n`` outputs token by token, feeding each choice back in (ancestral sampling
+        with :func:`lecturekit.decoding.sample`, seeded with ``seed``)."""
+        from lecturekit.decoding.search import sample
+
         _check_sample_args(n, seed)
-        rng = random.Random(seed)
-        outputs = []
-        for _ in range(n):
-            prefix: Output = ()
-            while (token := _draw(self.next_token[prefix], rng)) != EOS:
-                prefix += (token,)
-            outputs.append(prefix)
-        return outputs
+        if n == 0:
+            return []
+        decoder = self.decoder()
+        drawn = sample(decoder, n, self._max_len(), seed=seed).tokens
+        return [_symbols(decoder, row) for row in drawn.tolist()]
 
     def greedy(self) -> Output:
-        """Most probable next token at every step until EOS."""
-        prefix: Output = ()
-        while (token := _argmax(self.next_token[prefix])) != EOS:
-            prefix += (token,)
-        return prefix
+        """Most probable next token at every step until EOS (:func:`lecturekit.decoding.greedy`)."""
+        from lecturekit.decoding.search import greedy
+
+        decoder = self.decoder()
+        return _symbols(decoder, greedy(decoder, None, self._max_len()).tokens[0].tolist())
+
+
+def _symbols(decoder: TableDecoder, ids: list[int]) -> Output:
+    """Decoded ids (EOS, then padding, at the end) -> the output's tokens."""
+    return tuple(decoder.itos[i] for i in ids if i > decoder.eos_id)
 
 
 @dataclass(frozen=True)

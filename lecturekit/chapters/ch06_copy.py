@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lecturekit._common import check_bool, check_int, check_number
+from lecturekit.data.vocab import BOS_ID, EOS_ID
 from lecturekit.model.attention import scaled_dot_product_attention
 from lecturekit.training.loop import Stopping, train_steps
 
@@ -266,7 +267,7 @@ class AttentionToySeq2Seq(nn.Module):
         return p.clamp_min(1e-12).log(), attention, p_gen.squeeze(-1)
 
     # -- the step protocol of lecturekit.decoding, so lecturekit.decoding.greedy decodes it --
-    bos_id, eos_id = 1, 2
+    bos_id, eos_id = BOS_ID, EOS_ID
 
     def start(self, src: Tensor, *, src_key_padding_mask: Tensor | None = None) -> tuple:
         """Decoding state: the sources ``(B, S)`` and the tokens fed so far ``(B, 0)``."""

@@ -21,11 +21,12 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
 
-from lecturekit._common import check_int
+from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, check_int
 
 __all__ = ["bigram_table", "prefix_table", "repeated_bigram_rate"]
 
-EOS = "<eos>"
+# the special tokens as the tables write them: "<pad>", "<bos>", "<eos>"
+PAD, BOS, EOS = (SPECIAL_TOKENS[i] for i in (PAD_ID, BOS_ID, EOS_ID))
 
 
 def bigram_table(
@@ -50,7 +51,7 @@ def bigram_table(
     _check_sentences(sentences)
     pairs: dict[str, Counter[str]] = defaultdict(Counter)
     for sentence in sentences:
-        words = ["<bos>", *sentence, EOS]
+        words = [BOS, *sentence, EOS]
         for a, b in pairwise(words):
             pairs[a][b] += 1
     model = {a: {b: n / sum(c.values()) for b, n in c.items()} for a, c in pairs.items()}
@@ -59,7 +60,7 @@ def bigram_table(
     for _ in range(max_len):
         grown = []
         for prefix in frontier:
-            table[prefix] = model[prefix[-1] if prefix else "<bos>"]
+            table[prefix] = model[prefix[-1] if prefix else BOS]
             grown += [(*prefix, w) for w in table[prefix] if w != EOS]
         if len(table) + len(grown) > max_prefixes:
             raise ValueError(f"the table would exceed max_prefixes={max_prefixes} prefixes")
@@ -93,7 +94,7 @@ def prefix_table(sentences: Sequence[Sequence[str]]) -> dict[tuple[str, ...], di
 def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:
     if not sentences or any(len(s) == 0 for s in sentences):
         raise ValueError("sentences must be a non-empty list of non-empty word sequences")
-    if any(not isinstance(w, str) or w in {EOS, "<bos>", "<pad>"} for s in sentences for w in s):
+    if any(not isinstance(w, str) or w in {EOS, BOS, PAD} for s in sentences for w in s):
         raise ValueError("sentences must hold words (strings) other than <bos>, <eos>, <pad>")
 
 

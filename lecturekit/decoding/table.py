@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
+
 __all__ = ["TableDecoder"]
 
 
@@ -40,10 +42,10 @@ class TableDecoder:
         beam_search(dec, None, beam_size=2, max_len=3)
     """
 
-    pad_id = 0
-    bos_id = 1
-    eos_id = 2
-    EOS = "<eos>"
+    pad_id = PAD_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+    EOS = SPECIAL_TOKENS[EOS_ID]
 
     def __init__(
         self,
@@ -64,7 +66,8 @@ class TableDecoder:
         if len(set(symbols)) != len(symbols) or self.EOS in symbols:
             raise ValueError(f"symbols must be distinct and without '<eos>', got {symbols}")
         self.symbols = symbols
-        self.itos = ["<pad>", "<bos>", self.EOS, *symbols]
+        # the package's special tokens (ids 0-2) without <unk>: a table knows all its symbols
+        self.itos = [*SPECIAL_TOKENS[: EOS_ID + 1], *symbols]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
         self.vocab_size = len(self.itos)
         self._single_char = all(len(s) == 1 for s in symbols)

@@ -189,7 +189,8 @@ def recipe_task(name: str):
 
 def history(name: str):
     """The training history recorded when the shipped checkpoint ``name`` was built, as a
-    ``lecturekit.training.History`` (``.plot()`` draws its curves)."""
+    ``lecturekit.training.History`` (``lecturekit.book.plotting.plot_training`` draws its
+    curves)."""
     from lecturekit.training.history import History
 
     recorded = load(name).metadata.get("history")

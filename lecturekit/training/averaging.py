@@ -20,10 +20,13 @@ from lecturekit._common import check_int
 __all__ = ["KeepLastCheckpoints", "average_checkpoints"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class KeepLastCheckpoints:
     """A ``fit(..., on_step=...)`` callback: every ``every`` steps, copy the model's weights;
     keep the newest ``keep`` copies.
+
+    Its settings are frozen and validated once, when created; ``states`` is the one dict it
+    fills as training runs.
 
     Attributes:
         every: copy at steps ``every, 2 * every, ...`` (steps count from 1).

@@ -4,9 +4,13 @@
 naming the argument and the fix, instead of a hang, a silent NaN or an error one epoch later:
 
 - :func:`check_train_config`: every ``TrainConfig`` field has the right type and range
-  (``lr="1e-3"``, ``betas=(0.9,)`` and ``lr=inf`` are refused when the config is created);
-- :func:`check_pairs`, :func:`check_batch_ids`, :func:`check_decode_length`: the data fits
-  the model (its special ids, its vocabularies, its learned positions);
+  (``lr="1e-3"``, ``betas=(0.9,)`` and ``lr=inf`` are refused when the config is created),
+  by the same rules as the code that reads the field (:func:`check_stopping` is shared with
+  ``Stopping``, ``check_rate`` with the learning-rate schedules);
+- :func:`check_pair_shapes`, :func:`check_pairs`, :func:`check_batch_ids` (every batch),
+  :func:`check_decode_length`: the data fits the model (its special ids, its vocabularies,
+  its learned positions); :func:`check_passes`, :func:`check_epoch`: it yields batches in
+  every epoch;
 - :func:`clip_and_measure` / :func:`check_finite`: after each backward pass the gradients,
   and after each update the parameters, must be finite (one reduction and one
   synchronisation each per step; with clipping the gradient norm comes for free).
@@ -15,19 +19,26 @@ naming the argument and the fix, instead of a hang, a silent NaN or an error one
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_bool, check_choice, check_int, check_number
+from lecturekit._common import check_bool, check_choice, check_int, check_number, check_type
+from lecturekit.training.scheduled_sampling import ScheduledSampling
+from lecturekit.training.schedules import check_rate
 
 __all__ = [
+    "MAX_SEED",
     "check_train_config",
+    "check_stopping",
+    "check_pair_shapes",
     "check_pairs",
     "check_batch_ids",
     "check_decode_length",
+    "check_epoch",
+    "check_passes",
     "clip_and_measure",
     "parameter_norm",
     "optimizer_step",
@@ -40,12 +51,19 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 
 
+# torch.manual_seed takes seeds below 2**64, and fit adds the process rank to the seed
+MAX_SEED = 2**63 - 1
+
+
 def check_train_config(config: Any) -> None:
     """Raise ``TypeError`` / ``ValueError`` naming the first bad field of a ``TrainConfig``
-    (the package's one style, :mod:`lecturekit._common`)."""
+    (the package's one style, :mod:`lecturekit._common`). The one validator of
+    ``TrainConfig``: the rules it shares with the places that read a field (the learning-rate
+    schedules, :class:`Stopping`) are the same functions, so a value it accepts is never
+    refused later."""
     for name in ("epochs", "batch_size", "warmup_steps"):
         check_int(name, getattr(config, name), minimum=1)
-    for name in ("max_steps", "eval_every", "valid_decode_max_len"):
+    for name in ("eval_every", "valid_decode_max_len"):
         check_int(name, getattr(config, name), minimum=1, optional=True)
     check_choice("schedule", config.schedule, ("noam", "cosine", "constant"))
     check_int("decay_steps", config.decay_steps, minimum=1, optional=True)
@@ -56,24 +74,48 @@ def check_train_config(config: Any) -> None:
             f'schedule="cosine" needs decay_steps > warmup_steps ({config.warmup_steps}), got '
             f"decay_steps={config.decay_steps}; set decay_steps to the step budget"
         )
-    for name in ("lr", "lr_factor"):
-        check_number(name, getattr(config, name), minimum=0.0, exclusive=("minimum",))
-    betas = config.betas
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ValueError(f"betas must be two numbers (beta1, beta2) in [0, 1), got {betas!r}")
-    for i, beta in enumerate(betas):
-        check_number(f"betas[{i}]", beta, 0.0, 1.0, exclusive=("maximum",))
-    check_number("adam_eps", config.adam_eps, minimum=0.0)
-    check_number("weight_decay", config.weight_decay, minimum=0.0)
+    check_rate("lr", config.lr)
+    check_rate("lr_factor", config.lr_factor)
+    _check_adam(config.betas, config.adam_eps, config.weight_decay)
     check_number("label_smoothing", config.label_smoothing, 0.0, 1.0, exclusive=("maximum",))
     check_number(
         "clip_grad_norm", config.clip_grad_norm, 0.0, exclusive=("minimum",), optional=True
     )
-    check_int("seed", config.seed)
-    check_number("max_seconds", config.max_seconds, minimum=0.0, optional=True, finite=False)
-    check_number("target_exact_match", config.target_exact_match, 0.0, 1.0, optional=True)
+    check_int("seed", config.seed, 0, MAX_SEED)
+    check_stopping(config.max_steps, config.max_seconds, config.target_exact_match)
+    check_type(
+        "scheduled_sampling",
+        config.scheduled_sampling,
+        (ScheduledSampling, type(None)),
+        "a ScheduledSampling, a dict of its fields or None",
+    )
     check_bool("progress", config.progress)
     check_choice("device", config.device, ("auto", "cpu", "cuda"))
+
+
+def _check_adam(betas: Any, adam_eps: Any, weight_decay: Any) -> None:
+    if not isinstance(betas, tuple) or len(betas) != 2:
+        raise ValueError(f"betas must be two numbers (beta1, beta2) in [0, 1), got {betas!r}")
+    for i, beta in enumerate(betas):
+        check_number(f"betas[{i}]", beta, 0.0, 1.0, exclusive=("maximum",))
+    # Adam divides by sqrt(v) + adam_eps: with 0 (or a value float32 rounds to 0) a weight
+    # whose gradient is always 0 (an unused embedding row) becomes 0 / 0 = NaN
+    check_number("adam_eps", adam_eps, minimum=_FLOAT32_TINY)
+    check_number("weight_decay", weight_decay, minimum=0.0)
+
+
+_FLOAT32_TINY = 1.1754943508222875e-38  # torch.finfo(torch.float32).tiny
+
+
+def check_stopping(
+    max_steps: int | None, max_seconds: float | None, target_exact_match: float | None
+) -> None:
+    """The stopping rules of ``TrainConfig`` and :class:`Stopping` (the same rules for both):
+    ``max_steps`` an int >= 1, ``max_seconds`` a number >= 0 (``inf`` = no limit),
+    ``target_exact_match`` in [0, 1]; each may be None (no such limit)."""
+    check_int("max_steps", max_steps, minimum=1, optional=True)
+    check_number("max_seconds", max_seconds, minimum=0.0, optional=True, finite=False)
+    check_number("target_exact_match", target_exact_match, 0.0, 1.0, optional=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -115,8 +157,18 @@ def check_pairs(pairs: Sequence[tuple[Any, Any]], split: str, model_config: Any)
 
 
 def check_batch_ids(batch: Any, split: str, model_config: Any) -> None:
-    """A ``Batch`` built by the caller must use the model's special ids (checked once)."""
+    """A ``Batch`` built by the caller must use the model's special ids: decoder inputs that
+    start with ``bos_id``, padding masks that mark exactly the ``pad_id`` positions.
+
+    :func:`fit` checks every batch (a batch without padding cannot show a wrong ``pad_id``,
+    a later one can); a few comparisons of ``(B, T)`` id tensors, small beside a step.
+    """
     c = model_config
+    if not all(hasattr(batch, name) for name in ("src", "tgt_in", "tgt_out")):
+        raise TypeError(
+            f"{split} batches must be lecturekit.data.Batch (src, tgt_in, tgt_out, padding "
+            f"masks), got {type(batch).__name__}; build them with make_loader(pairs, ...)"
+        )
     first = batch.tgt_in[:, 0]
     if not bool((first == c.bos_id).all()):
         found = int(first[first != c.bos_id][0])
@@ -125,12 +177,33 @@ def check_batch_ids(batch: Any, split: str, model_config: Any) -> None:
             f"{c.bos_id}; build the batches with make_loader(pairs, pad_id={c.pad_id}, "
             f"bos_id={c.bos_id}, eos_id={c.eos_id})"
         )
-    padding = getattr(batch, "src_padding_mask", None)
-    if padding is not None and not torch.equal(padding, batch.src == c.pad_id):
-        raise ValueError(
-            f"{split}: the batches' src_padding_mask does not mark the model's pad_id="
-            f"{c.pad_id}; build them with make_loader(pairs, pad_id={c.pad_id}, ...)"
-        )
+    for mask_name, ids in (("src_padding_mask", batch.src), ("tgt_padding_mask", batch.tgt_out)):
+        padding = getattr(batch, mask_name, None)
+        if padding is not None and not torch.equal(padding, ids == c.pad_id):
+            raise ValueError(
+                f"{split}: the batches' {mask_name} does not mark the model's pad_id="
+                f"{c.pad_id}; build them with make_loader(pairs, pad_id={c.pad_id}, ...)"
+            )
+
+
+def check_pair_shapes(pairs: Sequence[Any], split: str) -> list[tuple[Any, Any]]:
+    """``pairs`` as a list of (source ids, target ids) tuples: each item must be a pair (a
+    tuple or list of two) of id sequences (lists, tuples or 1-D tensors), not of strings;
+    text must be encoded with the task's vocabularies first."""
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(
+                f"{split}[{i}] must be a (source ids, target ids) pair, got {pair!r:.80}; "
+                f"{split} holds pairs when its first item is one"
+            )
+        for side, ids in zip(("source", "target"), pair, strict=True):
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, torch.Tensor)):
+                raise TypeError(
+                    f"{split}[{i}] {side} must be a sequence of token ids, got "
+                    f"{type(ids).__name__} ({ids!r:.40}); encode text with the vocabulary "
+                    "first (vocab.encode(...) or task.encoded(split))"
+                )
+    return [pair if isinstance(pair, tuple) else tuple(pair) for pair in pairs]
 
 
 def check_decode_length(decode_max_len: int | None, model_config: Any) -> None:
@@ -140,6 +213,29 @@ def check_decode_length(decode_max_len: int | None, model_config: Any) -> None:
         raise ValueError(
             f"valid_decode_max_len must be <= the model's max_len={c.max_len} (learned "
             f"positions), got {decode_max_len}"
+        )
+
+
+def check_epoch(step: int, batches_this_epoch: int, epoch: int) -> None:
+    """The training data must yield batches, in every epoch (a one-shot iterator does not)."""
+    if step == 0:
+        raise ValueError("train must yield at least one batch, got none")
+    if batches_this_epoch == 0:
+        raise ValueError(
+            f"train ran out after {step} steps: epoch {epoch + 1} yielded no batch. A "
+            "generator or iter(loader) can be iterated only once; pass a re-iterable (a "
+            "list of pairs, a DataLoader such as task.loader('train'), a TaskData) or set "
+            f"max_steps <= {step}"
+        )
+
+
+def check_passes(train_batches: Iterable[Any], epochs: int, max_steps: int | None) -> None:
+    """A one-shot iterator cannot give the several passes that ``epochs > 1`` asks for."""
+    if isinstance(train_batches, Iterator) and max_steps is None and epochs > 1:
+        raise ValueError(
+            f"train is an iterator, which can be iterated only once, but epochs={epochs} "
+            "asks for that many passes; pass a re-iterable (a list of pairs, a DataLoader "
+            "such as task.loader('train'), a TaskData), or epochs=1, or max_steps"
         )
 
 

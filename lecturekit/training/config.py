@@ -12,9 +12,12 @@ from lecturekit.training.scheduled_sampling import ScheduledSampling
 __all__ = ["TrainConfig", "small_config", "small_train_config"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything :func:`fit` needs besides the model and the data.
+
+    Frozen and validated once, when created (:func:`check_train_config`): change a field
+    with ``dataclasses.replace(config, lr=...)``, which validates the new config again.
 
     Attributes:
         epochs: passes over the training data (ignored when ``max_steps`` is set; training
@@ -34,7 +37,7 @@ class TrainConfig:
         seed: seeds data order and dropout; same seed, same machine: same losses.
         max_steps: train for exactly this many optimiser steps, as many epochs as needed
             (None = ``epochs`` epochs).
-        max_seconds: stop after this many seconds of training (None = no limit).
+        max_seconds: stop after this many seconds of training (None or ``inf`` = no limit).
         target_exact_match: stop once validation exact match reaches it (None = never).
         eval_every: evaluate on ``valid`` every this many steps (None = once per epoch);
             training always ends with an evaluation.
@@ -69,15 +72,15 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        check_train_config(self)  # every field's type and range, with the fix in the message
+        # the two conversions a frozen dataclass must do through object.__setattr__: a dict
+        # from a checkpoint becomes its ScheduledSampling, a list of betas a tuple
         if isinstance(self.scheduled_sampling, dict):
-            self.scheduled_sampling = ScheduledSampling(**self.scheduled_sampling)
-        if not isinstance(self.scheduled_sampling, (ScheduledSampling, type(None))):
-            raise TypeError(
-                "scheduled_sampling must be a ScheduledSampling, a dict of its fields or None, "
-                f"got {type(self.scheduled_sampling).__name__}"
+            object.__setattr__(
+                self, "scheduled_sampling", ScheduledSampling(**self.scheduled_sampling)
             )
-        self.betas = tuple(self.betas)
+        if isinstance(self.betas, list):
+            object.__setattr__(self, "betas", tuple(self.betas))
+        check_train_config(self)  # every field's type and range, with the fix in the message
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python form (for checkpoints)."""

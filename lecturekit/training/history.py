@@ -1,5 +1,6 @@
 """``History``: what :func:`lecturekit.training.loop.fit` records, step by step and per
-evaluation, and one call that plots it."""
+evaluation. It is data only; the book's figures draw it (``plot_training`` in the book's
+plotting module)."""
 
 from __future__ import annotations
 
@@ -31,19 +32,5 @@ class History:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form (for checkpoints and plotting)."""
         return asdict(self)
-
-    def plot(self, smooth: int = 20) -> Any:
-        """Loss, accuracy / exact match and learning-rate curves in one figure; returns it.
-
-        Same as ``lecturekit.book.plotting.plot_history(history, ...)`` with the curves below.
-        ``smooth``: moving-average window for the per-step training curves.
-        """
-        from lecturekit.book.plotting import plot_history
-
-        keys = ["loss", "valid_loss", "token_accuracy", "valid_token_accuracy"]
-        keys += ["valid_exact_match", "lr"]
-        if any(p < 1.0 for p in self.teacher_prob):
-            keys.append("teacher_prob")
-        keys = [k for k in keys if getattr(self, k)]
-        return plot_history(self, keys=keys, smooth=smooth)

@@ -4,10 +4,10 @@
 2017, section 5): teacher forcing, label-smoothed cross-entropy over the non-padding tokens
 (:mod:`lecturekit.training.losses`), Adam with betas (0.9, 0.98) and eps 1e-9, the warmup /
 inverse-square-root learning rate (:mod:`lecturekit.training.schedules`), gradient clipping.
-It returns a :class:`History` that one call plots. Under ``torchrun`` the same call trains
-with DistributedDataParallel (:mod:`lecturekit.training.distributed`); with
-``TrainConfig(scheduled_sampling=...)`` it trains with scheduled sampling
-(:mod:`lecturekit.training.scheduled_sampling`).
+It returns a :class:`History` (plain data; the book's ``plot_training`` draws it). Under
+``torchrun`` the same call trains with DistributedDataParallel
+(:mod:`lecturekit.training.distributed`); with ``TrainConfig(scheduled_sampling=...)`` it
+trains with scheduled sampling (:mod:`lecturekit.training.scheduled_sampling`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_number
 from lecturekit.training import distributed
 from lecturekit.training.checks import (
     check_batch_ids,
     check_decode_length,
+    check_epoch,
     check_finite,
+    check_pair_shapes,
     check_pairs,
+    check_passes,
+    check_stopping,
     clip_and_measure,
     optimizer_step,
 )
@@ -36,7 +39,7 @@ from lecturekit.training.evaluation import evaluate
 from lecturekit.training.history import History
 from lecturekit.training.losses import label_smoothed_nll
 from lecturekit.training.scheduled_sampling import mix_decoder_inputs
-from lecturekit.training.schedules import learning_rate
+from lecturekit.training.schedules import learning_rate, set_lr
 
 __all__ = ["Stopping", "update", "train_steps", "fit"]
 
@@ -74,12 +77,15 @@ def update(
     check_finite("parameters", weights, step, lr)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stopping:
     """When training stops: after ``max_steps`` updates, after ``max_seconds`` of training, or
-    once validation exact match reaches ``target_exact_match`` (each None = no such limit).
+    once validation exact match reaches ``target_exact_match`` (each None = no such limit;
+    ``max_seconds=inf`` is no limit too).
 
-    The clock starts when the object is created (call :meth:`restart` to start it again).
+    Frozen, validated once by :func:`check_stopping` (the rules of ``TrainConfig``'s fields of
+    the same names). The clock starts when the object is created; :meth:`restarted` gives
+    the same rules with the clock started again.
     """
 
     max_steps: int | None = None
@@ -88,12 +94,11 @@ class Stopping:
     start: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
-        check_int("max_steps", self.max_steps, minimum=1, optional=True)
-        check_number("max_seconds", self.max_seconds, minimum=0.0, optional=True)
-        check_number("target_exact_match", self.target_exact_match, 0.0, 1.0, optional=True)
+        check_stopping(self.max_steps, self.max_seconds, self.target_exact_match)
 
-    def restart(self) -> None:
-        self.start = time.perf_counter()
+    def restarted(self) -> Stopping:
+        """The same rules, the clock started now."""
+        return replace(self, start=time.perf_counter())
 
     def elapsed(self) -> float:
         """Seconds since the start."""
@@ -126,8 +131,11 @@ def train_steps(
     auxiliary term). Each step is one :func:`update`; the loop ends when ``stopping`` says
     the budget is spent (``stopping.max_steps`` is required: there is no validation here).
     """
-    if stopping.max_steps is None and stopping.max_seconds is None:
-        raise ValueError("stopping must limit max_steps or max_seconds, got neither")
+    if stopping.max_steps is None and stopping.max_seconds in (None, math.inf):
+        raise ValueError(
+            "stopping must limit max_steps or max_seconds (finite), got "
+            f"max_steps={stopping.max_steps}, max_seconds={stopping.max_seconds}"
+        )
     parameters = None if parameters is None else list(parameters)
     losses: list[float] = []
     step = 0
@@ -147,6 +155,9 @@ def train_steps(
 # --------------------------------------------------------------------------------------
 
 
+_DATA_KINDS = "a TaskData, a list of (src ids, tgt ids) pairs or an iterable of Batch"
+
+
 def _as_batches(
     data: Any, config: TrainConfig, shuffle: bool, split: str, model_config: Any, auto: bool = False
 ) -> Iterable[Any] | None:
@@ -162,6 +173,8 @@ def _as_batches(
     from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
     if data is None:
+        if split == "train":
+            raise TypeError(f"train must be {_DATA_KINDS}, got None")
         return None
     c = model_config
     if hasattr(data, "encoded") and hasattr(data, "loader"):  # TaskData
@@ -179,7 +192,8 @@ def _as_batches(
             f"{split} is empty; pass some examples"
             + (", or valid=None to train without validation" if split == "valid" else "")
         )
-    if isinstance(data, Sequence) and isinstance(data[0], tuple):
+    if isinstance(data, Sequence) and isinstance(data[0], (tuple, list)):
+        data = check_pair_shapes(data, split)
         check_pairs(data, split, c)
         loader = make_loader(
             data,
@@ -194,12 +208,12 @@ def _as_batches(
         # evaluation
         return list(loader) if split == "valid" else loader
     if not isinstance(data, Iterable) or isinstance(data, str):
-        raise TypeError(
-            f"{split} must be a TaskData, a list of (src ids, tgt ids) pairs or an iterable "
-            f"of Batch, got {type(data).__name__}"
-        )
+        raise TypeError(f"{split} must be {_DATA_KINDS}, got {type(data).__name__}")
     if split == "valid" and isinstance(data, Iterator):
         data = list(data)
+    if split == "valid" and isinstance(data, list):  # read at every evaluation: check once
+        for batch in data:
+            check_batch_ids(batch, split, c)
     return data
 
 
@@ -209,29 +223,6 @@ def _resolve_device(config: TrainConfig) -> torch.device:
     if config.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device must be available, got 'cuda' with no CUDA device")
     return torch.device(config.device)
-
-
-def _check_epoch(step: int, batches_this_epoch: int, epoch: int) -> None:
-    """The training data must yield batches, in every epoch (a one-shot iterator does not)."""
-    if step == 0:
-        raise ValueError("train must yield at least one batch, got none")
-    if batches_this_epoch == 0:
-        raise ValueError(
-            f"train ran out after {step} steps: epoch {epoch + 1} yielded no batch. A "
-            "generator or iter(loader) can be iterated only once; pass a re-iterable (a "
-            "list of pairs, a DataLoader such as task.loader('train'), a TaskData) or set "
-            f"max_steps <= {step}"
-        )
-
-
-def _check_passes(train_batches: Iterable[Any], config: TrainConfig) -> None:
-    """A one-shot iterator cannot give the several passes that ``epochs > 1`` asks for."""
-    if isinstance(train_batches, Iterator) and config.max_steps is None and config.epochs > 1:
-        raise ValueError(
-            f"train is an iterator, which can be iterated only once, but epochs={config.epochs} "
-            "asks for that many passes; pass a re-iterable (a list of pairs, a DataLoader "
-            "such as task.loader('train'), a TaskData), or epochs=1, or max_steps"
-        )
 
 
 def _safe_len(data: Iterable[Any]) -> int | None:
@@ -289,7 +280,9 @@ def _start(model: nn.Module, config: TrainConfig, valid: Iterable[Any] | None) -
         # arithmetic (bitwise equal results), and on CPU torch defaults to the slower loop
         foreach=True,
     )
-    ss_generator = torch.Generator(device=device).manual_seed(config.seed * 7919 + dist.rank)
+    # manual_seed takes 64 bits; the reduction changes no seed below 2**64 / 7919
+    ss_seed = (config.seed * 7919 + dist.rank) % 2**64
+    ss_generator = torch.Generator(device=device).manual_seed(ss_seed)
     stopping = Stopping(config.max_steps, config.max_seconds, config.target_exact_match)
     return _Run(model, trained, optimizer, config, dist, device, valid, stopping, ss_generator)
 
@@ -298,8 +291,7 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
     """One teacher-forced step on ``batch``: forward, loss, one :func:`update`, record."""
     config, cfg, dist = run.config, run.model.config, run.dist
     lr = learning_rate(step, config, cfg.d_model)
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
+    set_lr(run.optimizer, lr)
     batch = distributed.shard(batch, dist).to(run.device)
     tgt_in, teacher_prob = batch.tgt_in, 1.0
     ss = config.scheduled_sampling
@@ -425,7 +417,8 @@ def fit(
             :mod:`lecturekit.training.averaging` copies the weights for checkpoint averaging.
 
     Returns:
-        The :class:`History`; ``history.plot()`` draws it. The model is left in eval mode.
+        The :class:`History` (``plot_training(history)`` of the book's plotting module
+        draws it). The model is left in eval mode.
 
     Each step (:func:`_train_step`): decoder input ``<bos> y`` and labels ``y <eos>``
     (teacher forcing, p46), logits ``(B, T, V)`` in one parallel pass, label-smoothed
@@ -438,9 +431,10 @@ def fit(
 
     Safeguards (:mod:`lecturekit.training.checks`): pairs are batched with the model's
     ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
-    positions before training; a one-shot iterator that runs out raises instead of looping;
-    non-finite gradients (checked before the update) or weights raise ``FloatingPointError``
-    naming the step and the learning rate.
+    positions before training; every batch must use the model's ``bos_id`` and ``pad_id``;
+    a one-shot iterator that runs out raises instead of looping; non-finite gradients
+    (checked before the update) or weights raise ``FloatingPointError`` naming the step and
+    the learning rate.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
@@ -454,7 +448,7 @@ def fit(
         valid = train
     train_batches = _as_batches(train, config, True, "train", model.config)
     valid_batches = _as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
-    _check_passes(train_batches, config)
+    check_passes(train_batches, config.epochs, config.max_steps)
     check_decode_length(config.valid_decode_max_len, model.config)
     run = _start(model, config, valid_batches)
     steps_per_epoch = _safe_len(train_batches)
@@ -462,15 +456,14 @@ def fit(
         steps_per_epoch * config.epochs if steps_per_epoch is not None else None
     )
     run.bar = _progress_bar(total, enabled=config.progress and run.dist.is_main)
-    run.stopping.restart()
+    run.stopping = run.stopping.restarted()
     step, epoch, stop = 0, 0, False
     while not stop and (config.max_steps is not None or epoch < config.epochs):
         if hasattr(getattr(train_batches, "batch_sampler", None), "set_epoch"):
             train_batches.batch_sampler.set_epoch(epoch)
         batches_this_epoch = 0
         for batch in train_batches:
-            if step == 0:
-                check_batch_ids(batch, "train", model.config)
+            check_batch_ids(batch, "train", model.config)
             step += 1
             batches_this_epoch += 1
             _train_step(run, batch, step)
@@ -479,7 +472,7 @@ def fit(
             stop = _should_stop(run, step, steps_per_epoch)
             if stop:
                 break
-        _check_epoch(step, batches_this_epoch, epoch)
+        check_epoch(step, batches_this_epoch, epoch)
         epoch += 1
     history = run.history
     if run.valid is not None and step and (not history.eval_step or history.eval_step[-1] != step):

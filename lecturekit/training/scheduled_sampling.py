@@ -29,11 +29,27 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_choice, check_int, check_number, eval_mode
+from lecturekit._common import check_bool, check_choice, check_int, check_number, eval_mode
 
-__all__ = ["ScheduledSampling", "teacher_forcing_prob", "mix_decoder_inputs"]
+__all__ = ["ScheduledSampling", "check_schedule", "teacher_forcing_prob", "mix_decoder_inputs"]
 
 SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
+
+
+def check_schedule(schedule: str, k: float, c: float = 0.0, min_prob: float = 0.0) -> None:
+    """The rules of a teacher-forcing schedule (:func:`teacher_forcing_prob` and
+    :class:`ScheduledSampling` check with this one function): ``schedule`` one of
+    ``SCHEDULES``; ``k``, ``c`` finite numbers (never NaN: every comparison with NaN is False,
+    so a NaN ``k`` would turn teacher forcing off silently), ``c >= 0``; ``0 < k < 1`` for
+    ``"exponential"``, ``k >= 1`` for ``"inverse_sigmoid"``; ``min_prob`` in [0, 1]."""
+    check_choice("schedule", schedule, SCHEDULES)
+    check_number("k", k)
+    check_number("c", c, minimum=0.0)
+    check_number("min_prob", min_prob, 0.0, 1.0)
+    if schedule == "exponential" and not 0.0 < k < 1.0:
+        raise ValueError(f"k: the exponential schedule needs 0 < k < 1, got {k}")
+    if schedule == "inverse_sigmoid" and k < 1.0:
+        raise ValueError(f"k: the inverse-sigmoid schedule needs k >= 1, got {k}")
 
 
 def teacher_forcing_prob(
@@ -45,26 +61,27 @@ def teacher_forcing_prob(
     - ``"exponential"``: ``max(min_prob, k ** step)`` with ``0 < k < 1`` (e.g. ``0.999``).
     - ``"inverse_sigmoid"``: ``max(min_prob, k / (k + exp(step / k)))`` with ``k >= 1``
       (e.g. ``k = 300``: ε stays near 1 for a while, then falls around step ``k ln k``).
+
+    The arguments follow :func:`check_schedule`; ``step`` is an int >= 0.
     """
-    check_choice("schedule", schedule, SCHEDULES)
+    check_schedule(schedule, k, c, min_prob)
     check_int("step", step, minimum=0)
     if schedule == "linear":
         eps = k - c * step
     elif schedule == "exponential":
-        if not 0.0 < k < 1.0:
-            raise ValueError(f"k: the exponential schedule needs 0 < k < 1, got {k}")
         eps = k**step
     else:
-        if k < 1.0:
-            raise ValueError(f"k: the inverse-sigmoid schedule needs k >= 1, got {k}")
         # k / (k + exp(step / k)) written to avoid overflowing exp for large steps
         eps = 1.0 / (1.0 + math.exp(step / k - math.log(k))) if step / k < 700 else 0.0
     return float(min(1.0, max(min_prob, eps)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScheduledSampling:
     """Scheduled-sampling settings; pass one as ``TrainConfig(scheduled_sampling=...)``.
+
+    Frozen and validated once, when created (:func:`check_schedule`, ``sample`` True or
+    False); change a field with ``dataclasses.replace``, which validates again.
 
     Attributes:
         schedule: ``"linear"``, ``"exponential"`` or ``"inverse_sigmoid"``.
@@ -80,8 +97,8 @@ class ScheduledSampling:
     sample: bool = False
 
     def __post_init__(self) -> None:
-        teacher_forcing_prob(0, self.schedule, self.k, self.c, self.min_prob)  # validates
-        check_number("min_prob", self.min_prob, 0.0, 1.0)
+        check_schedule(self.schedule, self.k, self.c, self.min_prob)
+        check_bool("sample", self.sample)
 
     def teacher_prob(self, step: int) -> float:
         """``ε_i`` at training step ``step`` (0-based)."""
@@ -114,6 +131,7 @@ def mix_decoder_inputs(
         ``(B, T)`` mixed decoder input; position 0 (BOS) is always gold.
     """
     check_number("teacher_prob", teacher_prob, 0.0, 1.0)
+    check_bool("sample", sample)
     if teacher_prob == 1.0:
         return tgt_in
     with eval_mode(model):  # predictions without dropout noise

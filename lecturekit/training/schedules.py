@@ -1,18 +1,33 @@
 """Learning-rate schedules: the paper's warmup / inverse square root (``noam_lr``), warmup
-then cosine decay to zero over a fixed step budget (``cosine_lr``) and a constant rate to
-compare them with."""
+then cosine decay to zero over a fixed step budget (``cosine_lr``), a linear warmup to a
+constant rate (``linear_warmup_lr``) and a constant rate to compare them with; ``set_lr``
+writes a rate into an optimiser."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lecturekit._common import check_int
+from lecturekit._common import check_int, check_number
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.training.config import TrainConfig
 
-__all__ = ["noam_lr", "cosine_lr", "constant_lr", "learning_rate"]
+__all__ = [
+    "check_rate",
+    "noam_lr",
+    "cosine_lr",
+    "linear_warmup_lr",
+    "constant_lr",
+    "learning_rate",
+    "set_lr",
+]
+
+
+def check_rate(name: str, value: float) -> None:
+    """A learning rate or a schedule's factor: a finite number > 0 (``TrainConfig`` checks
+    its ``lr`` and ``lr_factor`` with this rule too)."""
+    check_number(name, value, minimum=0.0, exclusive=("minimum",))
 
 
 def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
@@ -25,6 +40,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1
     check_int("step", step, minimum=1)  # steps count from 1
     check_int("d_model", d_model, minimum=1)
     check_int("warmup_steps", warmup_steps, minimum=1)
+    check_rate("factor", factor)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
@@ -38,6 +54,7 @@ def cosine_lr(step: int, lr: float, warmup_steps: int, decay_steps: int) -> floa
     ``step`` counts from 1 (the first optimiser step).
     """
     check_int("step", step, minimum=1)  # steps count from 1
+    check_rate("lr", lr)
     check_int("warmup_steps", warmup_steps, minimum=1)
     check_int("decay_steps", decay_steps, minimum=warmup_steps + 1)
     if step <= warmup_steps:
@@ -46,9 +63,20 @@ def cosine_lr(step: int, lr: float, warmup_steps: int, decay_steps: int) -> floa
     return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def linear_warmup_lr(step: int, lr: float, warmup_steps: int) -> float:
+    """``lr * min(1, step / warmup_steps)``: a linear rise over the first ``warmup_steps``
+    steps, then ``lr`` for good; ``warmup_steps=0`` is no warmup (``lr`` from step 1).
+    ``step`` counts from 1 (the first optimiser step)."""
+    check_int("step", step, minimum=1)  # steps count from 1
+    check_rate("lr", lr)
+    check_int("warmup_steps", warmup_steps, minimum=0)
+    return lr * min(1.0, step / warmup_steps) if warmup_steps else lr
+
+
 def constant_lr(step: int, lr: float) -> float:
     """A constant learning rate (the schedule to compare warmup against)."""
     check_int("step", step, minimum=1)  # steps count from 1
+    check_rate("lr", lr)
     return lr
 
 
@@ -59,3 +87,12 @@ def learning_rate(step: int, config: TrainConfig, d_model: int) -> float:
     if config.schedule == "cosine":
         return cosine_lr(step, config.lr, config.warmup_steps, config.decay_steps)
     return constant_lr(step, config.lr)
+
+
+def set_lr(optimizer: Any, lr: float) -> None:
+    """Use the learning rate ``lr`` in every parameter group of ``optimizer`` from its next
+    ``step()`` on (how a schedule drives a ``torch.optim`` optimiser). ``lr`` may be 0 (the
+    end of :func:`cosine_lr`)."""
+    check_number("lr", lr, minimum=0.0)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
