@@ -59,6 +59,17 @@ if TYPE_CHECKING:
     from lecturekit.data.pinyin import syllable_vocab as syllable_vocab
     from lecturekit.data.pinyin import training_pairs as training_pairs
     from lecturekit.data.pinyin import word_pinyin as word_pinyin
+    from lecturekit.data.sentences import SOURCES as SOURCES
+    from lecturekit.data.sentences import Clause as Clause
+    from lecturekit.data.sentences import SentenceCorpus as SentenceCorpus
+    from lecturekit.data.sentences import SentenceSplit as SentenceSplit
+    from lecturekit.data.sentences import build_sentences as build_sentences
+    from lecturekit.data.sentences import corpus_paths as corpus_paths
+    from lecturekit.data.sentences import load_sentences as load_sentences
+    from lecturekit.data.sentences import reading_disagreements as reading_disagreements
+    from lecturekit.data.sentences import split_clauses as split_clauses
+    from lecturekit.data.sentences import split_sentences as split_sentences
+    from lecturekit.data.sentences import strip_tags as strip_tags
     from lecturekit.data.tasks import TASKS as TASKS
     from lecturekit.data.tasks import TaskData as TaskData
     from lecturekit.data.tasks import TaskSpec as TaskSpec
@@ -127,10 +138,15 @@ if TYPE_CHECKING:
     from lecturekit.training.checkpoint import Checkpoint as Checkpoint
     from lecturekit.training.checkpoint import load_checkpoint as load_checkpoint
     from lecturekit.training.checkpoint import save_checkpoint as save_checkpoint
+    from lecturekit.training.checks import MAX_SEED as MAX_SEED
     from lecturekit.training.checks import check_batch_ids as check_batch_ids
     from lecturekit.training.checks import check_decode_length as check_decode_length
+    from lecturekit.training.checks import check_epoch as check_epoch
     from lecturekit.training.checks import check_finite as check_finite
+    from lecturekit.training.checks import check_pair_shapes as check_pair_shapes
     from lecturekit.training.checks import check_pairs as check_pairs
+    from lecturekit.training.checks import check_passes as check_passes
+    from lecturekit.training.checks import check_stopping as check_stopping
     from lecturekit.training.checks import check_train_config as check_train_config
     from lecturekit.training.checks import clip_and_measure as clip_and_measure
     from lecturekit.training.checks import optimizer_step as optimizer_step
@@ -157,11 +173,15 @@ if TYPE_CHECKING:
     from lecturekit.training.metrics import exact_match as exact_match
     from lecturekit.training.metrics import token_accuracy as token_accuracy
     from lecturekit.training.scheduled_sampling import ScheduledSampling as ScheduledSampling
+    from lecturekit.training.scheduled_sampling import check_schedule as check_schedule
     from lecturekit.training.scheduled_sampling import mix_decoder_inputs as mix_decoder_inputs
     from lecturekit.training.scheduled_sampling import teacher_forcing_prob as teacher_forcing_prob
+    from lecturekit.training.schedules import check_rate as check_rate
     from lecturekit.training.schedules import constant_lr as constant_lr
     from lecturekit.training.schedules import cosine_lr as cosine_lr
     from lecturekit.training.schedules import learning_rate as learning_rate
+    from lecturekit.training.schedules import linear_warmup_lr as linear_warmup_lr
     from lecturekit.training.schedules import noam_lr as noam_lr
+    from lecturekit.training.schedules import set_lr as set_lr
 else:
     __getattr__, __dir__ = attach(__name__, _LIFT)

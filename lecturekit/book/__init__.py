@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from lecturekit.book.plotting import plot_mask as plot_mask
     from lecturekit.book.plotting import plot_positional_encoding as plot_positional_encoding
     from lecturekit.book.plotting import plot_token_distribution as plot_token_distribution
+    from lecturekit.book.plotting import plot_training as plot_training
     from lecturekit.book.plotting import setup_fonts as setup_fonts
     from lecturekit.book.widgets import DEFAULT_SAMPLING_SETTINGS as DEFAULT_SAMPLING_SETTINGS
     from lecturekit.book.widgets import attention_masks as attention_masks

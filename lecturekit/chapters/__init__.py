@@ -12,6 +12,7 @@ from lecturekit._lazy import attach
 # Editors and type checkers read these imports; at run time each name is imported on first
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
+    from lecturekit.chapters import capstone_ngram as capstone_ngram
     from lecturekit.chapters import capstone_pinyin as capstone_pinyin
     from lecturekit.chapters import ch01_attention as ch01_attention
     from lecturekit.chapters import ch01_rnn as ch01_rnn
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
     from lecturekit.chapters import ch06_sampling as ch06_sampling
     from lecturekit.chapters import ch07_memory as ch07_memory
     from lecturekit.chapters import ch08_paths as ch08_paths
+    from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
+    from lecturekit.chapters.capstone_ngram import ClauseScores as ClauseScores
+    from lecturekit.chapters.capstone_ngram import KneserNeyLM as KneserNeyLM
+    from lecturekit.chapters.capstone_ngram import NgramIME as NgramIME
+    from lecturekit.chapters.capstone_ngram import bootstrap_interval as bootstrap_interval
+    from lecturekit.chapters.capstone_ngram import evaluate_clauses as evaluate_clauses
+    from lecturekit.chapters.capstone_ngram import sentence_scores as sentence_scores
     from lecturekit.chapters.capstone_pinyin import IME as IME
     from lecturekit.chapters.capstone_pinyin import HmmBaseline as HmmBaseline
     from lecturekit.chapters.capstone_pinyin import LookupBaseline as LookupBaseline

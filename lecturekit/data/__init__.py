@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from lecturekit.data import batching as batching
     from lecturekit.data import bpe as bpe
     from lecturekit.data import pinyin as pinyin
+    from lecturekit.data import sentences as sentences
     from lecturekit.data import tasks as tasks
     from lecturekit.data import vocab as vocab
     from lecturekit.data.batching import Batch as Batch
@@ -35,6 +36,17 @@ if TYPE_CHECKING:
     from lecturekit.data.pinyin import syllable_vocab as syllable_vocab
     from lecturekit.data.pinyin import training_pairs as training_pairs
     from lecturekit.data.pinyin import word_pinyin as word_pinyin
+    from lecturekit.data.sentences import SOURCES as SOURCES
+    from lecturekit.data.sentences import Clause as Clause
+    from lecturekit.data.sentences import SentenceCorpus as SentenceCorpus
+    from lecturekit.data.sentences import SentenceSplit as SentenceSplit
+    from lecturekit.data.sentences import build_sentences as build_sentences
+    from lecturekit.data.sentences import corpus_paths as corpus_paths
+    from lecturekit.data.sentences import load_sentences as load_sentences
+    from lecturekit.data.sentences import reading_disagreements as reading_disagreements
+    from lecturekit.data.sentences import split_clauses as split_clauses
+    from lecturekit.data.sentences import split_sentences as split_sentences
+    from lecturekit.data.sentences import strip_tags as strip_tags
     from lecturekit.data.tasks import TASKS as TASKS
     from lecturekit.data.tasks import TaskData as TaskData
     from lecturekit.data.tasks import TaskSpec as TaskSpec
