@@ -186,3 +186,13 @@ def test_fit_notices_a_wrong_pad_id_in_a_later_batch(make_tiny_model) -> None:
             fit(make_tiny_model(), [no_padding, later], None, quiet(max_steps=2))
     with pytest.raises(ValueError, match="valid: the batches' src_padding_mask"):
         fit(make_tiny_model(), [no_padding], [padded_src], quiet(max_steps=1))
+
+
+def test_an_unreasonable_valid_decode_max_len_is_refused_when_the_config_is_made() -> None:
+    """fit would otherwise train first and fail (or, before, hang) at the first validation
+    decode; the bound is the one greedy() applies."""
+    from lecturekit.decoding.search import MAX_DECODE_LEN
+
+    TrainConfig(valid_decode_max_len=MAX_DECODE_LEN)
+    with pytest.raises(ValueError, match="valid_decode_max_len must be in"):
+        TrainConfig(valid_decode_max_len=10**9)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_bool, check_choice, check_int, check_number, check_type
+from lecturekit.decoding.search import MAX_DECODE_LEN
 from lecturekit.training.scheduled_sampling import ScheduledSampling
 from lecturekit.training.schedules import check_rate
 
@@ -63,8 +64,15 @@ def check_train_config(config: Any) -> None:
     refused later."""
     for name in ("epochs", "batch_size", "warmup_steps"):
         check_int(name, getattr(config, name), minimum=1)
-    for name in ("eval_every", "valid_decode_max_len"):
-        check_int(name, getattr(config, name), minimum=1, optional=True)
+    check_int("eval_every", config.eval_every, minimum=1, optional=True)
+    # the same bound greedy() applies, checked here so a bad value fails before training
+    check_int(
+        "valid_decode_max_len",
+        config.valid_decode_max_len,
+        minimum=1,
+        maximum=MAX_DECODE_LEN,
+        optional=True,
+    )
     check_choice("schedule", config.schedule, ("noam", "cosine", "constant"))
     check_int("decay_steps", config.decay_steps, minimum=1, optional=True)
     if config.schedule == "cosine" and (
