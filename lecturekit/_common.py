@@ -192,7 +192,7 @@ def check_token_ids(
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
     dtype = tokens.dtype
     if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids (torch.long), got {dtype}")
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {dtype}")
     if dtype not in (torch.long, torch.int32):
         raise TypeError(
             f"{name} must hold token ids as torch.long (or torch.int32), got {dtype}; "
