@@ -4,6 +4,11 @@ one-time warnings and argument checks.
 One style for bad input everywhere: ``TypeError`` for a value of the wrong type,
 ``ValueError`` for a value of the right type but out of range, and the message
 ``"<name> must be <what>, got <value>"`` naming the argument.
+
+The checks of scalars (``check_int``, ``check_number``, ...) and of tensors (token ids,
+attention masks, the encoder memory) live here together, so every entry point of the
+package validates its input with the same rules and words. This module imports torch only
+inside the tensor checks: importing it stays torch-free.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ import contextlib
 import math
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: importing this module never imports torch
+    from torch import Tensor
 
 __all__ = [
     "PAD_ID",
@@ -27,6 +35,12 @@ __all__ = [
     "check_choice",
     "check_type",
     "check_bool",
+    "check_token_ids",
+    "check_attn_mask",
+    "check_key_padding_mask",
+    "check_mask_or_causal",
+    "check_memory",
+    "MAX_MASK_VALUE",
 ]
 
 # The special tokens, defined once for the whole package: every vocabulary puts them first,
@@ -150,3 +164,164 @@ def check_bool(name: str, value: Any) -> None:
     """``value`` is True or False (not a truthy object)."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
+
+
+# -- tensors -----------------------------------------------------------------------------------
+# largest value a float attention mask may hold (see _check_mask_values)
+MAX_MASK_VALUE = 1e4
+
+
+def check_token_ids(
+    name: str,
+    tokens: Any,
+    vocab_size: int | None = None,
+    *,
+    shape: str = "(B, T)",
+    fix: str = "",
+) -> None:
+    """``tokens``: a non-empty integer tensor of the given ``shape`` (``"(B, T)"``, ``"(B,)"``)
+    holding ids in ``[0, vocab_size)`` (any ids when ``vocab_size`` is None).
+
+    ``torch.long`` and ``torch.int32`` are accepted (what ``nn.Embedding`` takes). An id
+    outside the vocabulary is reported with its row and position; ``fix`` is appended to
+    that message (how to repair the data).
+    """
+    import torch
+
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    dtype = tokens.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {dtype}")
+    if dtype not in (torch.long, torch.int32):
+        raise TypeError(
+            f"{name} must hold token ids as torch.long (or torch.int32), got {dtype}; "
+            f"convert with {name}.long()"
+        )
+    if tokens.is_meta:
+        raise ValueError(f"{name} is on the meta device (it holds no ids); pass real ids")
+    dims = len([part for part in shape.strip("()").split(",") if part.strip()])
+    if tokens.dim() != dims or tokens.numel() == 0:
+        raise ValueError(
+            f"{name} must have shape {shape} and not be empty, got {tuple(tokens.shape)}"
+        )
+    if vocab_size is None:
+        return
+    outside = (tokens < 0) | (tokens >= vocab_size)
+    if bool(outside.any()):
+        index = outside.nonzero()[0].tolist()
+        labels = ("row", "position")[: len(index)]
+        where = ", ".join(f"{label} {i}" for label, i in zip(labels, index, strict=True))
+        raise ValueError(
+            f"{name} ids must be in [0, {vocab_size}), got {int(tokens[tuple(index)])} "
+            f"({where}){'; ' + fix if fix else ''}"
+        )
+
+
+def _check_mask_type(name: str, mask: Any) -> None:
+    import torch
+
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
+    if mask.is_meta:
+        raise ValueError(f"{name} is on the meta device (it holds no values); pass a real mask")
+
+
+def _check_mask_values(name: str, mask: Tensor) -> None:
+    """A float mask is added to the scores: NaN, +inf or a huge positive value there would
+    make the output NaN (two masks of ``MAX_MASK_VALUE`` plus the scores stay finite even
+    in float16). Bool masks need no check; a float mask costs one reduction."""
+    import torch
+
+    if mask.dtype == torch.bool or mask.numel() == 0:
+        return
+    largest = float(mask.amax())  # NaN if any value is NaN
+    if not largest <= MAX_MASK_VALUE:
+        bad = "NaN" if bool(torch.isnan(mask).any()) else f"{largest:g}"
+        raise ValueError(
+            f"{name} holds {bad}: a float mask is added to the attention scores, so it must be "
+            f"0 where attending is allowed, -inf where it is not, and at most {MAX_MASK_VALUE:g} "
+            "anywhere (or pass a bool mask, True = masked out)"
+        )
+
+
+def check_attn_mask(
+    name: str, mask: Tensor | None, batch: int, n_heads: int, tq: int, tk: int
+) -> None:
+    """``mask``: None or a valid attention mask for ``(B, H, Tq, Tk)`` scores.
+
+    Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
+    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool (True = masked out) or floating
+    point; a float mask may hold -inf and finite values up to ``MAX_MASK_VALUE`` (1e4), not
+    NaN or +inf.
+    """
+    if mask is None:
+        return
+    _check_mask_type(name, mask)
+    shape = tuple(mask.shape)
+    ok = (
+        shape == (tq, tk)
+        or shape == (batch * n_heads, tq, tk)
+        or (
+            len(shape) == 4
+            and shape[0] in (1, batch)
+            and shape[1] in (1, n_heads)
+            and shape[2:] == (tq, tk)
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
+            f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
+        )
+    _check_mask_values(name, mask)
+
+
+def check_key_padding_mask(name: str, mask: Tensor | None, batch: int, tk: int) -> None:
+    """``mask``: None or a ``(B, Tk)`` bool (True = padding) or float key padding mask (a
+    float mask may hold -inf and finite values up to ``MAX_MASK_VALUE``, not NaN or +inf)."""
+    if mask is None:
+        return
+    _check_mask_type(name, mask)
+    if tuple(mask.shape) != (batch, tk):
+        dims = {"src": "(B, S)", "memory": "(B, S)", "tgt": "(B, T)"}.get(
+            name.split("_")[0], "(B, Tk)"
+        )
+        raise ValueError(f"{name} must have shape {dims}=({batch}, {tk}), got {tuple(mask.shape)}")
+    _check_mask_values(name, mask)
+
+
+def check_mask_or_causal(
+    mask_name: str, mask: Tensor | None, causal_name: str, is_causal: bool
+) -> None:
+    """An explicit mask and ``is_causal=True`` are refused together, as in
+    ``torch.nn.functional.scaled_dot_product_attention``: one of them says what is masked."""
+    if mask is not None and is_causal:
+        raise ValueError(
+            f"{causal_name} must be False when {mask_name} is given (pass one of them: "
+            f"{causal_name}=True applies causal_mask(Tq, Tk); a {mask_name} says itself what "
+            f"is masked), got {causal_name}=True and a {mask_name}"
+        )
+
+
+def check_memory(memory: Any, d_model: int, batch: int | None = None) -> None:
+    """``memory``: the encoder output, a floating point ``(B, S, d_model)`` tensor whose batch
+    size is ``batch`` (when given)."""
+    import torch
+
+    if not isinstance(memory, torch.Tensor) or not memory.dtype.is_floating_point:
+        raise TypeError(
+            "memory must be a floating point torch.Tensor (the encoder output), got "
+            f"{memory.dtype if isinstance(memory, torch.Tensor) else type(memory).__name__}"
+        )
+    if memory.dim() != 3 or memory.size(-1) != d_model:
+        raise ValueError(
+            f"memory must have shape (B, S, d_model={d_model}), got {tuple(memory.shape)}"
+        )
+    if batch is not None and memory.size(0) != batch:
+        raise ValueError(
+            f"memory and tgt must have the same batch size, got memory batch "
+            f"{memory.size(0)} and tgt batch {batch}"
+        )

@@ -8,7 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import lecturekit.kernels as kernels
 from lecturekit import MultiHeadAttention, _common, causal_mask, scaled_dot_product_attention
+from lecturekit.model.attention import ATTENTION_FUNCTIONS
+from lecturekit.model.config import ATTENTION_BACKENDS
 
 
 def brute_force_attention(q, k, v, allowed):
@@ -193,7 +196,63 @@ def test_gradcheck_float64():
     )
 
 
-def test_triton_backend_falls_back_with_one_warning(monkeypatch):
+def test_backends_are_one_table():
+    assert set(ATTENTION_FUNCTIONS) == set(ATTENTION_BACKENDS)
+
+
+@pytest.fixture
+def fake_kernel(monkeypatch):
+    """``kernels.attention`` replaced by torch's function, recording its keyword arguments:
+    the model's side of the contract, without a GPU."""
+    calls = []
+
+    def attention(q, k, v, *, key_padding_mask=None, is_causal=False, scale=None, dropout_p=0.0):
+        calls.append(dict(key_padding_mask=key_padding_mask, is_causal=is_causal, scale=scale))
+        allowed = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=is_causal)
+
+    monkeypatch.setattr(kernels, "attention", attention)
+    monkeypatch.setattr(_common, "_warned", set())
+    return calls
+
+
+def test_triton_backend_hands_padding_and_causality_to_the_kernel(fake_kernel):
+    torch.manual_seed(8)
+    module = MultiHeadAttention(8, 2, backend="triton")
+    x = torch.randn(2, 3, 8)
+    padding = torch.tensor([[False, False, True], [False, False, False]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback, no warning
+        out = module(x, x, x, is_causal=True)[0]
+        padded = module(x, x, x, key_padding_mask=padding)[0]
+    assert [call["is_causal"] for call in fake_kernel] == [True, False]
+    assert fake_kernel[1]["key_padding_mask"] is padding and fake_kernel[0]["scale"] is None
+    module.backend = "math"
+    torch.testing.assert_close(out, module(x, x, x, is_causal=True)[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(padded, module(x, x, x, key_padding_mask=padding)[0])
+
+
+def test_triton_backend_sends_what_the_kernel_cannot_do_to_sdpa(fake_kernel):
+    """A general attn_mask or a float padding mask: one warning, then "sdpa"; need_weights:
+    "math"."""
+    torch.manual_seed(9)
+    module = MultiHeadAttention(8, 2, backend="triton")
+    x = torch.randn(2, 3, 8)
+    float_padding = torch.zeros(2, 3).index_fill(1, torch.tensor([2]), float("-inf"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        by_mask = module(x, x, x, attn_mask=causal_mask(3))[0]
+        by_float = module(x, x, x, key_padding_mask=float_padding)[0]
+        _, weights = module(x, x, x, need_weights=True)
+    assert fake_kernel == [] and weights.shape == (2, 2, 3, 3)
+    assert len([w for w in caught if "attn_mask" in str(w.message)]) == 1
+    module.backend = "sdpa"
+    torch.testing.assert_close(by_mask, module(x, x, x, is_causal=True)[0])
+    torch.testing.assert_close(by_float, module(x, x, x, key_padding_mask=float_padding)[0])
+
+
+def test_triton_backend_without_a_gpu_computes_with_pytorch(monkeypatch):
+    """Where the kernel cannot run, ``kernels.attention`` falls back itself (one warning)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(_common, "_warned", set())
     torch.manual_seed(8)
@@ -201,9 +260,12 @@ def test_triton_backend_falls_back_with_one_warning(monkeypatch):
     x = torch.randn(1, 3, 8)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = module(x, x, x, is_causal=True)[0]
+        try:
+            out = module(x, x, x, is_causal=True)[0]
+        except (ValueError, ModuleNotFoundError) as error:  # kernels without their fallback
+            pytest.skip(f"kernels.attention does not fall back to PyTorch here: {error}")
         module(x, x, x)
-    assert len([w for w in caught if "triton" in str(w.message)]) == 1
+    assert len(caught) == 1
     module.backend = "math"
     torch.testing.assert_close(out, module(x, x, x, is_causal=True)[0], atol=1e-6, rtol=0)
 
@@ -235,6 +297,11 @@ def test_triton_backend_falls_back_with_one_warning(monkeypatch):
             "key_padding_mask",
         ),
         (lambda m, x: m(x.tolist(), x, x), TypeError, "query"),
+        (
+            lambda m, x: m(x, x, x, attn_mask=causal_mask(3), is_causal=True),
+            ValueError,
+            "is_causal must be False when attn_mask is given",
+        ),
     ],
 )
 def test_bad_input_is_rejected(call, error, words):
@@ -247,3 +314,5 @@ def test_bad_construction():
         MultiHeadAttention(10, 3)
     with pytest.raises(ValueError, match="backend"):
         MultiHeadAttention(8, 2, backend="cuda")
+    with pytest.raises(ValueError, match=r"dropout must be in \[0.0, 1.0\)"):
+        MultiHeadAttention(8, 2, dropout=1.0)

@@ -274,3 +274,27 @@ def test_one_validation_style_across_the_package(call, error, words) -> None:
     """Every part reports bad input the same way: '<name> must be <what>, got <value>'."""
     with pytest.raises(error, match=words):
         call()
+
+
+def test_one_token_id_check_names_the_first_bad_id_and_where() -> None:
+    """``check_token_ids`` (shared by the model, the masks, the chapters and the training
+    checks) reports the first id outside the vocabulary in reading order, with its place."""
+    from lecturekit._common import check_token_ids
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        tokens = torch.randint(-2, 9, (3, 4), generator=generator)
+        bad = [(i, j) for i in range(3) for j in range(4) if not 0 <= tokens[i, j] < 7]
+        if not bad:
+            check_token_ids("ids", tokens, 7)
+            continue
+        i, j = bad[0]
+        expected = (
+            rf"ids ids must be in \[0, 7\), got {int(tokens[i, j])} \(row {i}, position {j}\)"
+        )
+        with pytest.raises(ValueError, match=expected):
+            check_token_ids("ids", tokens, 7)
+    with pytest.raises(ValueError, match=r"tokens must have shape \(B,\) and not be empty"):
+        check_token_ids("tokens", torch.zeros(2, 1, dtype=torch.long), shape="(B,)")
+    with pytest.raises(ValueError, match=r"got 5 \(row 1\); shrink it"):
+        check_token_ids("x", torch.tensor([0, 5]), 5, shape="(B,)", fix="shrink it")

@@ -32,6 +32,7 @@ def test_cached_steps_equal_full_recomputation(overrides, make_tiny_model):
         memory = model.encode(src)
         cache = model.init_cache(memory, memory_key_padding_mask=src == 0)
         assert len(cache) == 0 and cache.batch_size == 3
+        assert torch.equal(cache.memory_key_padding_mask, src == 0)
         for t in range(tgt.size(1)):
             step = model.decode_step(tgt[:, t], cache)
             assert step.shape == (3, 21) and len(cache) == t + 1
@@ -218,3 +219,38 @@ def test_unvalidated_step_equals_validated_step(make_tiny_model):
             a = model.decode_step(tgt[:, t], checked)
             b = model.decode_step(tgt[:, t], unchecked, validate=False)
             assert torch.equal(a, b)
+
+
+def test_one_step_counter_whoever_drives_the_decoder(make_tiny_model):
+    """The steps are counted once, by the layers: calling the decoder directly with the
+    cache's layers advances ``len(cache)`` as ``decode_step`` does."""
+    model = make_model(make_tiny_model)
+    src, tgt = data()
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0)
+        model.decode_step(tgt[:, 0], cache)
+        x = model.tgt_positions(model.tgt_embedding(tgt[:, 1:3]) * 4.0, offset=1)  # 2 steps
+        model.decoder(x, None, cache=cache.layers)
+        assert len(cache) == cache.steps == 3
+        assert all(layer.length == 3 for layer in cache.layers)
+        assert repr(cache) == "KVCache(layers=2, batch=3, steps=3)"
+
+
+@pytest.mark.parametrize(
+    "mask", ["tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask"]
+)
+def test_cache_refuses_a_mask_it_would_ignore(mask, make_tiny_model):
+    """With a cache the decoder gets only the new positions: causality and the memory's
+    padding come from the cache, so another mask (which it could not apply) is an error."""
+    model = make_model(make_tiny_model)
+    src, tgt = data()
+    shapes = dict(tgt_mask=(1, 1), memory_mask=(1, 5))
+    given = torch.ones(shapes.get(mask, (3, 5 if mask.startswith("memory") else 1)), dtype=bool)
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src))
+        x = model.tgt_embedding(tgt[:, :1])  # (B, 1, D)
+        with pytest.raises(ValueError, match=rf"{mask} must be None with a KV cache"):
+            model.decoder(x, None, **{mask: given}, cache=cache.layers)
+        with pytest.raises(ValueError, match="memory must be None with a KV cache"):
+            model.decoder.layers[0](x, model.encode(src), cache=cache[0])
+    assert len(cache) == 0  # refused before anything was written

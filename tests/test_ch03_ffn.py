@@ -19,7 +19,7 @@ from lecturekit.chapters.ch03_ffn import (
 
 def _layer() -> lecturekit.EncoderLayer:
     torch.manual_seed(0)
-    return lecturekit.EncoderLayer(8, 2, 16, dropout=0.0).eval()
+    return lecturekit.EncoderLayer(lecturekit.LayerConfig(8, 2, 16, dropout=0.0)).eval()
 
 
 def test_attention_moves_every_position_and_the_ffn_only_its_own():
@@ -80,7 +80,9 @@ def test_accuracy_counts_every_pair_once():
 def test_a_block_with_ffn_learns_the_lookup():
     torch.manual_seed(0)
     table = make_pair_table(4, seed=0)
-    model = PairTagger(4, 16, [lecturekit.EncoderLayer(16, 2, 32, dropout=0.0)])
+    model = PairTagger(
+        4, 16, [lecturekit.EncoderLayer(lecturekit.LayerConfig(16, 2, 32, dropout=0.0))]
+    )
     losses = train_pair_lookup(model, table, steps=150, lr=1e-2)
     # last / first measured: 0.00064 on every CPU code path and 1 or 2 threads (machine spread
     # 2e-8), 0.00058-0.00071 across seeds 0-3
@@ -111,7 +113,10 @@ def test_with_one_position_query_and_key_projections_get_no_gradient():
     torch.manual_seed(0)
     d, n_values, max_len = 8, 4, 3
     table = make_pair_table(n_values, seed=0)
-    layers = [without_ffn(lecturekit.EncoderLayer(d, 2, 16, dropout=0.0)) for _ in range(2)]
+    layers = [
+        without_ffn(lecturekit.EncoderLayer(lecturekit.LayerConfig(d, 2, 16, dropout=0.0)))
+        for _ in range(2)
+    ]
     model = PairTagger(n_values, d, layers, max_len=max_len)
     total = sum(p.numel() for p in model.parameters())
     dead_qk = 2 * 2 * (d * d + d)  # per layer: the query and key rows of W_qkv and its bias

@@ -60,7 +60,7 @@ def test_mha_parameters_match_real_modules():
 def test_layer_parameters_match_real_encoder_layers():
     for d_model, d_ff in [(512, 2048), (64, 256)]:
         torch_layer = nn.TransformerEncoderLayer(d_model, 8, d_ff, batch_first=True)
-        ours = lecturekit.EncoderLayer(d_model, 8, d_ff)
+        ours = lecturekit.EncoderLayer(lecturekit.LayerConfig(d_model, 8, d_ff))
         assert reference_layer_parameters(d_model, d_ff) == n_params(torch_layer) == n_params(ours)
 
 

@@ -169,7 +169,7 @@ def test_inject_error_rejects_bad_input():
         inject_error(tgt_in, 1, [3])
     with pytest.raises(ValueError, match="padding"):
         inject_error(tgt_in, 1, [0, 3])
-    with pytest.raises(ValueError, match="tgt_in"):
+    with pytest.raises(TypeError, match="tgt_in must hold integer token ids"):
         inject_error(tgt_in.float(), 1, [3, 4])
     with pytest.raises(TypeError, match="tgt_in"):
         inject_error(tgt_in.tolist(), 1, [3, 4])

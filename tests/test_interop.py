@@ -124,13 +124,13 @@ def test_transformer_with_causal_target(config, seed):
     assert isinstance(ours, EncoderDecoder)
     src, tgt = torch.randn(2, 5, config["d_model"]), torch.randn(2, 4, config["d_model"])
     padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    kwargs = dict(
-        tgt_mask=nn.Transformer.generate_square_subsequent_mask(4),
-        tgt_is_causal=True,
-        src_key_padding_mask=padding,
-        memory_key_padding_mask=padding,
-    )
-    assert_same(ours(src, tgt, **kwargs), theirs(src, tgt, **kwargs))
+    kwargs = dict(src_key_padding_mask=padding, memory_key_padding_mask=padding)
+    causal = nn.Transformer.generate_square_subsequent_mask(4)
+    expected = theirs(src, tgt, tgt_mask=causal, tgt_is_causal=True, **kwargs)  # torch: a hint
+    assert_same(ours(src, tgt, tgt_mask=causal, **kwargs), expected)
+    assert_same(ours(src, tgt, tgt_is_causal=True, **kwargs), expected)  # ours: the mask itself
+    with pytest.raises(ValueError, match="tgt_is_causal must be False when tgt_mask is given"):
+        ours(src, tgt, tgt_mask=causal, tgt_is_causal=True, **kwargs)
 
 
 @pytest.mark.parametrize("kind", ["attention", "encoder_layer", "decoder", "transformer"])

@@ -46,6 +46,8 @@ def test_merge_masks_bool_and_float_agree():
     assert torch.equal(from_bool, from_float)
     is_causal = merge_masks(shape, torch.float32, cpu, key_padding_mask=padding, is_causal=True)
     assert torch.equal(is_causal, from_bool)
+    with pytest.raises(ValueError, match="is_causal must be False when attn_mask is given"):
+        merge_masks(shape, torch.float32, cpu, attn_mask=causal_mask(length), is_causal=True)
 
 
 def test_merge_masks_reshapes_per_head_masks():

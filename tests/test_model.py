@@ -278,3 +278,42 @@ def test_masks_are_keyword_only_and_in_torchs_order() -> None:
         assert all(p.kind is p.KEYWORD_ONLY for p in optional), function.__qualname__
         order = [TORCH_MASK_ORDER.index(p.name) for p in found]
         assert order == sorted(order), function.__qualname__
+
+
+def test_shipped_checkpoints_give_the_logits_they_shipped_with():
+    """Every shipped Transformer loads into today's modules (same state-dict keys) and gives
+    the logits recorded when it was shipped, on a fixed batch (tests/pretrained_logits.json;
+    on the machine that recorded them the logits are bit for bit the same)."""
+    import json
+    from pathlib import Path
+
+    from lecturekit import pretrained
+
+    recorded = json.loads((Path(__file__).parent / "pretrained_logits.json").read_text())
+    assert set(recorded) == set(pretrained.RECIPES)
+    for name, expected in recorded.items():
+        ckpt = pretrained.load(name)
+        c = ckpt.config
+        generator = torch.Generator().manual_seed(0)
+        src = torch.randint(4, c.src_vocab_size, (3, 7), generator=generator)
+        tgt = torch.randint(4, c.tgt_vocab_size, (3, 5), generator=generator)
+        src[1, 5:] = c.pad_id
+        tgt[:, 0] = c.bos_id
+        with torch.no_grad():
+            logits = ckpt.model(src, tgt)
+        assert logits.argmax(-1).tolist() == expected["argmax"], name
+        first = torch.tensor(expected["first_logits"])
+        torch.testing.assert_close(logits[..., :4].reshape(-1, 4), first, atol=1e-5, rtol=1e-5)
+        assert logits.double().sum().item() == pytest.approx(expected["sum"], rel=1e-6), name
+
+
+def test_configs_are_frozen_and_replace_validates():
+    import dataclasses
+
+    config = small_config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.layer_norm_eps = float("nan")  # once a silent NaN model
+    assert dataclasses.replace(config, dropout=0.5).dropout == 0.5
+    with pytest.raises(ValueError, match="layer_norm_eps must be a finite number"):
+        dataclasses.replace(config, layer_norm_eps=float("nan"))
+    assert Transformer(config).encoder.layers[0].config == config.layer

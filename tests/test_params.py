@@ -6,6 +6,7 @@ from torch import nn
 
 from lecturekit import (
     Encoder,
+    LayerConfig,
     MultiHeadAttention,
     Transformer,
     TransformerConfig,
@@ -35,7 +36,7 @@ def test_components_and_repeats():
 
 
 def test_a_bare_stack_groups_its_layers():
-    encoder = Encoder(4, d_model=8, n_heads=2, d_ff=12)
+    encoder = Encoder(LayerConfig(d_model=8, n_heads=2, d_ff=12), 4)
     rows = {row.name: row for row in count_parameters(encoder).rows}
     assert rows["layers.*.ffn"].repeats == 4
     assert rows["layers.*.ffn"].per_layer == 8 * 12 + 12 + 12 * 8 + 8

@@ -324,7 +324,9 @@ def test_batches_use_the_models_special_ids() -> None:
     small = Transformer(TransformerConfig(13, 13, d_model=8, n_heads=2, d_ff=8, bos_id=3))
     with pytest.raises(ValueError, match=r"start with id 1, but the model's bos_id is 3"):
         fit(small, loader, None, quiet(max_steps=1))
-    with pytest.raises(ValueError, match=r"train\[0\] source ids must be in \[0, 12\)"):
+    with pytest.raises(
+        ValueError, match=r"train source ids must be in \[0, 12\), got 12 \(row 0, position 0\)"
+    ):
         fit(model, [([12], [4])], None, quiet(max_steps=1))
 
 

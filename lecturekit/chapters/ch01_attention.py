@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_number
+from lecturekit._common import check_int, check_number, check_token_ids
 from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from lecturekit.training.loop import Stopping, train_steps
 
@@ -158,12 +158,6 @@ class RNNSeq2Seq(nn.Module):
             AdditiveAttention(c.d_hidden, c.d_hidden, c.d_hidden) if c.attention else None
         )
 
-    def _check_ids(self, name: str, ids: Tensor, vocab_size: int) -> None:
-        if not isinstance(ids, Tensor) or ids.dtype != torch.long or ids.dim() != 2:
-            raise ValueError(f"{name} must be a (B, L) long tensor, got {ids!r:.60}")
-        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise ValueError(f"{name} ids must lie in [0, {vocab_size}); check the vocabulary")
-
     def _padding(self, src: Tensor, src_key_padding_mask: Tensor | None) -> Tensor:
         """The ``(B, S)`` bool padding mask of right-padded ``src``, checked.
 
@@ -207,7 +201,7 @@ class RNNSeq2Seq(nn.Module):
         taken at that token, so padding never enters the context of the model without
         attention. Left padding or a hole in the mask raises ``ValueError``.
         """
-        self._check_ids("src", src, self.config.src_vocab_size)
+        check_token_ids("src", src, self.config.src_vocab_size, shape="(B, S)")
         padding = self._padding(src, src_key_padding_mask)  # (B, S)
         lengths = (~padding).sum(dim=1)  # (B,)
         memory, _ = self.encoder(self.src_embed(src))  # (B, S, H)
@@ -241,7 +235,7 @@ class RNNSeq2Seq(nn.Module):
             ``(logits (B, T, V), weights (B, T, S) or None)``; weights are None without
             attention or when not asked for.
         """
-        self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        check_token_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         if src.shape[0] != tgt_in.shape[0]:
             raise ValueError(
                 f"src and tgt_in batch sizes differ: {src.shape[0]} vs {tgt_in.shape[0]}"

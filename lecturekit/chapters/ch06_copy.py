@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit._common import check_bool, check_int, check_number
+from lecturekit._common import check_bool, check_int, check_number, check_token_ids
 from lecturekit.data.vocab import BOS_ID, EOS_ID
 from lecturekit.model.attention import scaled_dot_product_attention
 from lecturekit.training.loop import Stopping, train_steps
@@ -68,18 +68,13 @@ def copy_distribution(attention: Tensor, src: Tensor, vocab_size: int) -> Tensor
         ``(B, T, V)``: ``p_copy[b, t, v] = sum_{s: src[b, s] = v} attention[b, t, s]``. A token
         that occurs twice in the source collects the weight of both positions.
     """
-    _check_long("src", src, 2)
+    check_token_ids("src", src, vocab_size, shape="(B, S)")
     if attention.dim() != 3:
         raise ValueError(f"attention must be (B, T, S), got shape {tuple(attention.shape)}")
     B, T, S = attention.shape
     if src.shape != (B, S):
         raise ValueError(f"src must have shape {(B, S)} to match attention, got {tuple(src.shape)}")
-    if src.numel() and (src.min() < 0 or src.max() >= vocab_size):
-        raise ValueError(
-            f"src ids must lie in [0, vocab_size={vocab_size}), got range "
-            f"[{int(src.min())}, {int(src.max())}]"
-        )
-    index = src.unsqueeze(1).expand(B, T, S)  # (B, T, S): where each weight goes
+    index = src.long().unsqueeze(1).expand(B, T, S)  # (B, T, S): where each weight goes
     out = attention.new_zeros(B, T, vocab_size)
     return out.scatter_add(2, index, attention)
 
@@ -230,8 +225,8 @@ class AttentionToySeq2Seq(nn.Module):
         self, src: Tensor, tgt_in: Tensor, *, attn_mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Like :meth:`forward`, plus the generation gate ``p_gen`` ``(B, T)`` (None without copy)."""
-        _check_long("src", src, 2)
-        _check_long("tgt_in", tgt_in, 2)
+        check_token_ids("src", src, self.vocab_size, shape="(B, S)")
+        check_token_ids("tgt_in", tgt_in, self.vocab_size)
         if src.shape[0] != tgt_in.shape[0]:
             raise ValueError(
                 f"src and tgt_in batch sizes differ: {src.shape[0]} vs {tgt_in.shape[0]}"
@@ -241,9 +236,6 @@ class AttentionToySeq2Seq(nn.Module):
             raise ValueError(
                 f"sequences longer than max_len={self.max_len}: S={src_len}, T={tgt_len}"
             )
-        for name, x in (("src", src), ("tgt_in", tgt_in)):
-            if x.min() < 0 or x.max() >= self.vocab_size:
-                raise ValueError(f"{name} ids must lie in [0, {self.vocab_size})")
         mem = self.embed(src) + self.src_pos.weight[:src_len]  # (B, S, D)
         h = self.state(self.embed(tgt_in) + self.tgt_pos.weight[:tgt_len])  # (B, T, D)
         padding = (src == self.pad_id).unsqueeze(1)  # (B, 1, S), True = padding

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_type, eval_mode
+from lecturekit._common import check_int, check_token_ids, eval_mode
 from lecturekit.decoding.protocol import as_decoder
 from lecturekit.decoding.search import forbid_specials, greedy
 from lecturekit.training.metrics import error_rate_by_position
@@ -53,11 +53,8 @@ __all__ = [
 
 
 def _check_pair(pred: Tensor, gold: Tensor) -> None:
-    for name, x in (("pred", pred), ("gold", gold)):
-        if not isinstance(x, Tensor) or x.dim() != 2:
-            raise ValueError(f"{name} must be a (B, T) tensor, got {getattr(x, 'shape', type(x))}")
-        if x.dtype != torch.long:
-            raise TypeError(f"{name} must have dtype torch.long, got {x.dtype}")
+    check_token_ids("pred", pred)
+    check_token_ids("gold", gold)
     if pred.shape != gold.shape:
         raise ValueError(
             f"pred and gold must have the same shape, got {tuple(pred.shape)} and "
@@ -269,12 +266,7 @@ def _check_injection(
     tgt_in: Tensor, position: int, candidates: Sequence[int], pad_id: int
 ) -> Tensor:
     """Check :func:`inject_error`'s arguments; return the candidates as a ``(C,)`` tensor."""
-    check_type("tgt_in", tgt_in, Tensor, "a (B, T) torch.long tensor")
-    if tgt_in.dim() != 2 or tgt_in.dtype != torch.long:
-        raise ValueError(
-            f"tgt_in must be a (B, T) torch.long tensor, got shape {tuple(tgt_in.shape)} and "
-            f"dtype {tgt_in.dtype}"
-        )
+    check_token_ids("tgt_in", tgt_in)
     check_int("position", position, minimum=1, maximum=tgt_in.shape[1] - 1)
     check_int("pad_id", pad_id, minimum=0)
     ids = list(candidates)

@@ -12,6 +12,7 @@ import torch
 
 from lecturekit.exercises import Case, Exercise, register
 from lecturekit.exercises.specs import Array, Integer
+from lecturekit.model.config import LayerConfig
 from lecturekit.model.layers import EncoderLayer
 
 # --------------------------------------------------------------------------------------
@@ -325,7 +326,8 @@ def _pre_ln_layers() -> list[tuple[EncoderLayer, torch.Tensor, torch.Tensor | No
     for i, (b, s, d, h, d_ff, lengths) in enumerate(sizes):
         with torch.random.fork_rng(devices=[]):  # seeded, without touching the caller's RNG
             torch.manual_seed(33 + i)
-            layer = EncoderLayer(d, h, d_ff, dropout=0.0, norm_first=True).eval()
+            config = LayerConfig(d, h, d_ff, dropout=0.0, norm_first=True)
+            layer = EncoderLayer(config).eval()
             with torch.no_grad():  # LayerNorms away from (1, 0), so norm1 and norm2 differ
                 for p in layer.parameters():
                     p.add_(torch.randn_like(p) * 0.3)

@@ -1,4 +1,4 @@
-"""Key/value cache for incremental (token by token) decoding.
+"""Key/value cache for incremental (token by token) decoding (chapter 6).
 
 When the decoder generates step t, the keys and values of positions 0..t-1 have not changed
 (masked self attention never lets them see the future, p30-p31), so recomputing them every
@@ -6,8 +6,8 @@ step is wasted work. The cache keeps, per decoder layer,
 
 * the self-attention keys/values of all steps so far, ``(B, H, t, Dh)``;
 * the cross-attention keys/values of the encoder output, ``(B, H, S, Dh)``, computed once
-  (the memory does not change while decoding, p38-p41), and likewise the cross-attention
-  mask built from the source padding (``lecturekit.model.masks.prepare_mask``).
+  (the memory does not change while decoding, p38-p41), the memory's padding mask and the
+  cross-attention mask built from it (``lecturekit.model.masks.prepare_mask``).
 
 The self-attention part is a *static* cache, as in common inference libraries: one buffer
 ``(B, H, capacity, Dh)`` allocated up front, into which each step writes its keys/values in
@@ -15,17 +15,30 @@ place. Growing a tensor by ``torch.cat`` at every step would copy the whole past
 (quadratic copying over a sequence); a buffer that runs full doubles its capacity, so even a
 decode longer than planned copies each entry only a constant number of times on average.
 
-``Transformer.init_cache`` builds one and ``Transformer.decode_step`` writes into it.
+The cached attention itself is here too (``LayerKVCache.self_attention`` and
+``cross_attention``), so ``DecoderLayer`` reads as the plain layer of the slides.
+``Transformer.init_cache`` builds a cache (``KVCache.start``) and ``Transformer.decode_step``
+writes into it. The number of decoded steps is counted once, by the layers' ``length``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from lecturekit.model.masks import causal_mask, prepare_mask
+
+if TYPE_CHECKING:  # annotations only: the cache calls the attention it is given
+    from lecturekit.model.attention import MultiHeadAttention
+
 __all__ = ["LayerKVCache", "KVCache"]
+
+# (additive mask (B, 1, 1, S), fully masked rows (B, 1, 1, 1) or None), from prepare_mask
+CrossMask = tuple[Tensor | None, Tensor | None]
 
 
 @dataclass
@@ -34,9 +47,9 @@ class LayerKVCache:
 
     ``key_buffer``/``value_buffer`` ``(B, H, capacity, Dh)``: self-attention keys/values, of
     which the first ``length`` positions are filled; ``cross_keys``/``cross_values``
-    ``(B, H, S, Dh)``: the encoder output's keys/values; ``cross_mask``: the
-    cross-attention mask and its fully masked rows, ``prepare_mask(...)`` of the source
-    padding, ``((B, 1, 1, S), (B, 1, 1, 1) or None)``, or None to build it at every step.
+    ``(B, H, S, Dh)``: the encoder output's keys/values; ``memory_key_padding_mask``
+    ``(B, S)`` bool (True = padding) or None; ``cross_mask``: the cross-attention mask
+    built from it, ``prepare_mask(...)``, or None to build it at every step.
     Build an empty one with :meth:`empty`.
     """
 
@@ -45,7 +58,8 @@ class LayerKVCache:
     cross_keys: Tensor
     cross_values: Tensor
     length: int = 0
-    cross_mask: tuple[Tensor | None, Tensor | None] | None = None
+    cross_mask: CrossMask | None = None
+    memory_key_padding_mask: Tensor | None = None
     # the buffers reorder_ writes into, then swaps with the current ones
     _spare: tuple[Tensor, Tensor] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -57,7 +71,9 @@ class LayerKVCache:
         capacity: int,
         cross_keys: Tensor,
         cross_values: Tensor,
-        cross_mask: tuple[Tensor | None, Tensor | None] | None = None,
+        *,
+        cross_mask: CrossMask | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> LayerKVCache:
         """A cache with room for ``capacity`` self-attention steps, shaped after ``cross_keys``."""
         batch, heads, _, head_dim = cross_keys.shape
@@ -68,8 +84,68 @@ class LayerKVCache:
             cross_keys,
             cross_values,
             cross_mask=cross_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
         )
 
+    # -- the cached attention of DecoderLayer ------------------------------------------------
+    def self_attention(
+        self, attention: MultiHeadAttention, x: Tensor, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Masked self attention of the new positions ``x (B, T_new, D)`` over every position
+        so far: their keys/values are appended, then the queries attend; ``(B, T_new, D)``."""
+        q, k, v = attention.project_qkv(x)  # each (B, H, T_new, Dh)
+        k, v = self.append(k, v)  # (B, H, T_past + T_new, Dh)
+        # the new queries are the last positions: causal aligned lower-right (a single new
+        # query sees every cached key, so it needs no mask at all)
+        new, total = q.size(2), k.size(2)
+        future = None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
+        return attention.attend(q, k, v, attn_mask=future, need_weights=need_weights)
+
+    def cross_attention(
+        self, attention: MultiHeadAttention, x: Tensor, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Cross attention of ``x (B, T_new, D)`` over the cached memory keys/values, with the
+        memory padding and its mask kept since ``init_cache``; ``(B, T_new, D)``."""
+        return attention.attend(
+            attention.project_q(x),  # (B, H, T_new, Dh)
+            self.cross_keys,
+            self.cross_values,
+            key_padding_mask=self.memory_key_padding_mask,
+            need_weights=need_weights,
+            prepared_mask=self.cross_mask,
+        )
+
+    @staticmethod
+    def check_inputs(
+        memory: Tensor | None,
+        tgt_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None,
+        memory_key_padding_mask: Tensor | None,
+    ) -> None:
+        """With a cache the decoder takes only the new positions: the memory, its padding
+        and causality come from the cache, so a ``memory`` or mask given besides would be
+        ignored; refuse it instead."""
+        if memory is not None:
+            raise ValueError(
+                "memory must be None with a KV cache (init_cache keeps the memory's keys and "
+                f"values), got a {tuple(memory.shape)} tensor"
+            )
+        masks = dict(
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+        )
+        for name, mask in masks.items():
+            if mask is not None:
+                raise ValueError(
+                    f"{name} must be None with a KV cache, got a {tuple(mask.shape)} tensor: "
+                    "the cache applies the causal mask and the memory padding of init_cache; "
+                    "decode without a cache to use other masks"
+                )
+
+    # -- the buffers -------------------------------------------------------------------------
     @property
     def self_keys(self) -> Tensor:
         """The self-attention keys of every step so far, ``(B, H, length, Dh)`` (a view)."""
@@ -102,12 +178,12 @@ class LayerKVCache:
     def index_select(self, index: Tensor) -> LayerKVCache:
         """A new cache whose row i is this cache's row ``index[i]``, with the same capacity
         (only the filled positions are copied)."""
-        cross_mask = None if self.cross_mask is None else _select_mask(self.cross_mask, index)
         selected = LayerKVCache.empty(
             self.key_buffer.size(2),
             self.cross_keys.index_select(0, index),
             self.cross_values.index_select(0, index),
-            cross_mask,
+            cross_mask=_select_mask(self.cross_mask, index),
+            memory_key_padding_mask=_select(self.memory_key_padding_mask, index),
         )
         selected.append(
             self.self_keys.index_select(0, index), self.self_values.index_select(0, index)
@@ -122,7 +198,7 @@ class LayerKVCache:
         swap with the current ones: one copy per step and no allocation, where
         :meth:`index_select` allocates a fresh buffer (page faults) and copies twice.
         ``within_sources=True`` promises that row ``index[i]`` was decoded from the same
-        source as row i (beams trading places); the cross-attention keys, values and mask,
+        source as row i (beams trading places); the cross-attention keys, values and masks,
         which depend on the source only, are then left as they are.
         """
         if self._spare is None or self._spare[0].shape != self.key_buffer.shape:
@@ -136,41 +212,87 @@ class LayerKVCache:
             return
         self.cross_keys = self.cross_keys.index_select(0, index)
         self.cross_values = self.cross_values.index_select(0, index)
-        if self.cross_mask is not None:
-            self.cross_mask = _select_mask(self.cross_mask, index)
+        self.cross_mask = _select_mask(self.cross_mask, index)
+        self.memory_key_padding_mask = _select(self.memory_key_padding_mask, index)
 
 
-def _select_mask(
-    cross_mask: tuple[Tensor | None, Tensor | None], index: Tensor
-) -> tuple[Tensor | None, Tensor | None]:
+def _select(tensor: Tensor | None, index: Tensor) -> Tensor | None:
+    """Rows ``index`` of ``tensor`` (None stays None)."""
+    return None if tensor is None else tensor.index_select(0, index)
+
+
+def _select_mask(cross_mask: CrossMask | None, index: Tensor) -> CrossMask | None:
     """Rows ``index`` of a cross-attention mask ``((B, 1, 1, S), (B, 1, 1, 1) or None)``."""
+    if cross_mask is None:
+        return None
     mask, dead = cross_mask
-    return (
-        None if mask is None else mask.index_select(0, index),
-        None if dead is None else dead.index_select(0, index),
-    )
+    return _select(mask, index), _select(dead, index)
 
 
 class KVCache:
-    """The decoder's cache: one ``LayerKVCache`` per layer, plus the memory padding mask.
+    """The decoder's cache: one ``LayerKVCache`` per layer.
 
-    ``len(cache)`` is the number of decoded steps so far (the next step's position).
+    ``len(cache)`` is the number of decoded steps so far (the next step's position), read
+    from the layers (each counts the positions it holds, all the same number).
     ``cache.index_select(index)`` returns a new cache with rows ``index (B',)`` (beam search
     expands each source to its beams so); ``cache.reorder_(index)`` reorders the rows in
     place (beam search, after every step).
     """
 
-    def __init__(
-        self,
-        layers: list[LayerKVCache],
-        batch_size: int,
-        memory_key_padding_mask: Tensor | None = None,
-        steps: int = 0,
-    ) -> None:
+    def __init__(self, layers: list[LayerKVCache]) -> None:
+        if not layers:
+            raise ValueError("layers must hold one LayerKVCache per decoder layer, got none")
         self.layers = layers
-        self.batch_size = batch_size
-        self.memory_key_padding_mask = memory_key_padding_mask  # (B, S) bool or None
-        self.steps = steps
+
+    @classmethod
+    def start(
+        cls,
+        cross_attentions: Sequence[MultiHeadAttention],
+        memory: Tensor,
+        *,
+        memory_key_padding_mask: Tensor | None = None,
+        capacity: int,
+    ) -> KVCache:
+        """An empty cache for decoding from memory ``(B, S, D)``: room for ``capacity`` steps
+        per layer, and the cross-attention keys/values of each layer's ``cross_attentions``,
+        computed once."""
+        batch, length, _ = memory.shape
+        heads = cross_attentions[0].n_heads
+        # the cross-attention mask of every step and layer: additive (B, 1, 1, S), built once
+        cross_mask = prepare_mask(
+            (batch, heads, 1, length),
+            memory.dtype,
+            memory.device,
+            key_padding_mask=memory_key_padding_mask,
+        )
+        layers = []
+        for attention in cross_attentions:
+            cross_keys, cross_values = attention.project_kv(memory)  # (B, H, S, Dh)
+            layers.append(
+                LayerKVCache.empty(
+                    capacity,
+                    cross_keys,
+                    cross_values,
+                    cross_mask=cross_mask,
+                    memory_key_padding_mask=memory_key_padding_mask,
+                )
+            )
+        return cls(layers)
+
+    @property
+    def steps(self) -> int:
+        """Decoded steps so far: the positions each layer holds."""
+        return self.layers[0].length
+
+    @property
+    def batch_size(self) -> int:
+        """Rows of the cache (sources times beams while beam searching)."""
+        return self.layers[0].key_buffer.size(0)
+
+    @property
+    def memory_key_padding_mask(self) -> Tensor | None:
+        """The memory's ``(B, S)`` padding mask the cache was started with (reordered with it)."""
+        return self.layers[0].memory_key_padding_mask
 
     def __len__(self) -> int:
         return self.steps
@@ -181,13 +303,7 @@ class KVCache:
     def index_select(self, index: Tensor) -> KVCache:
         """A new cache whose row i is this cache's row ``index[i]``; ``index``: LongTensor (B',)."""
         self._check_index(index)
-        mask = self.memory_key_padding_mask
-        return KVCache(
-            [layer.index_select(index) for layer in self.layers],
-            index.numel(),
-            None if mask is None else mask.index_select(0, index),
-            self.steps,
-        )
+        return KVCache([layer.index_select(index) for layer in self.layers])
 
     def reorder_(self, index: Tensor, *, within_sources: bool = False) -> None:
         """In place: row i becomes row ``index[i]``; ``index (B,)`` has one entry per row.
@@ -204,8 +320,6 @@ class KVCache:
             )
         for layer in self.layers:
             layer.reorder_(index, within_sources=within_sources)
-        if self.memory_key_padding_mask is not None and not within_sources:
-            self.memory_key_padding_mask = self.memory_key_padding_mask.index_select(0, index)
 
     def _check_index(self, index: Tensor) -> None:
         if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32):

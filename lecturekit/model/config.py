@@ -1,14 +1,20 @@
 """Model configuration: one dataclass holds every size and switch of the Transformer.
 
 The defaults are the base model of "Attention Is All You Need" (Vaswani et al., 2017), the
-model Hung-yi Lee's lecture draws on its slides (encoder p18-p21, decoder p22-p43). The
-configuration is validated when it is created, so a wrong size fails here with a clear
-message, not deep inside a matrix multiplication.
+model Hung-yi Lee's lecture draws on its slides (encoder p18-p21, decoder p22-p43).
+``TransformerConfig`` describes the whole model; ``LayerConfig`` is the part one encoder or
+decoder layer needs (``TransformerConfig.layer``), passed down as one object, as nanoGPT's
+``Block(config)``.
+
+Both are frozen and validated when they are created, so a wrong size fails here with a
+clear message, not deep inside a matrix multiplication, and no field can be set to a bad
+value later: change one with ``dataclasses.replace(config, dropout=0.0)``, which validates
+the new config again.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from lecturekit._common import (
@@ -26,6 +32,7 @@ __all__ = [
     "LAYERNORM_BACKENDS",
     "ACTIVATIONS",
     "POSITIONAL_ENCODINGS",
+    "LayerConfig",
     "TransformerConfig",
 ]
 
@@ -35,7 +42,53 @@ ACTIVATIONS = ("relu", "gelu")
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 
 
-@dataclass
+def check_heads(d_model: int, n_heads: int) -> None:
+    """``d_model`` and ``n_heads`` positive ints, ``d_model`` divisible by ``n_heads``."""
+    check_int("d_model", d_model, minimum=1)
+    check_int("n_heads", n_heads, minimum=1)
+    if d_model % n_heads != 0:
+        raise ValueError(
+            f"d_model must be divisible by n_heads, got d_model={d_model} and "
+            f"n_heads={n_heads} (remainder {d_model % n_heads})"
+        )
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Sizes and switches of one encoder or decoder layer (and of a stack of them).
+
+    ``TransformerConfig.layer`` derives it from a model's config; ``LayerConfig(d_model=32,
+    n_heads=4, d_ff=64)`` builds one for a layer alone. The fields mean what they mean in
+    :class:`TransformerConfig`; the defaults are the paper's base model.
+    """
+
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    activation: str = "relu"
+    norm_first: bool = False
+    layer_norm_eps: float = 1e-5
+    attention_backend: str = "math"
+    layernorm_backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        check_heads(self.d_model, self.n_heads)
+        check_int("d_ff", self.d_ff, minimum=1)
+        check_number("dropout", self.dropout, 0.0, 1.0, exclusive=("maximum",))
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_bool("norm_first", self.norm_first)
+        check_number("layer_norm_eps", self.layer_norm_eps, minimum=0.0, exclusive=("minimum",))
+        check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        check_choice("layernorm_backend", self.layernorm_backend, LAYERNORM_BACKENDS)
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head, d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
 class TransformerConfig:
     """Sizes and switches of an encoder-decoder Transformer.
 
@@ -45,6 +98,7 @@ class TransformerConfig:
     reference (scores, mask, softmax, weighted sum), ``"sdpa"`` calls
     ``torch.nn.functional.scaled_dot_product_attention`` (fast), ``"triton"`` calls the
     course's Triton kernel on a GPU. All three give the same numbers up to float rounding.
+    The fields of one layer are validated by :class:`LayerConfig` (see :attr:`layer`).
     """
 
     src_vocab_size: int
@@ -69,32 +123,16 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "d_model",
-            "n_heads",
-            "d_ff",
-            "max_len",
-        ):
+        for name in ("src_vocab_size", "tgt_vocab_size", "max_len"):
             check_int(name, getattr(self, name), minimum=1)
+        _ = self.layer  # building the LayerConfig validates the fields of a layer
         # zero encoder layers is a model without an encoder (memory = the embeddings); zero
         # decoder layers would make the output ignore the source entirely
         check_int("n_encoder_layers", self.n_encoder_layers, minimum=0)
         check_int("n_decoder_layers", self.n_decoder_layers, minimum=1)
-        for name in ("norm_first", "tie_embeddings", "share_vocab"):
+        for name in ("tie_embeddings", "share_vocab"):
             check_bool(name, getattr(self, name))
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got d_model={self.d_model} and "
-                f"n_heads={self.n_heads} (remainder {self.d_model % self.n_heads})"
-            )
-        check_number("dropout", self.dropout, 0.0, 1.0, exclusive=("maximum",))
-        check_number("layer_norm_eps", self.layer_norm_eps, minimum=0.0, exclusive=("minimum",))
-        check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("positional", self.positional, POSITIONAL_ENCODINGS)
-        check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
-        check_choice("layernorm_backend", self.layernorm_backend, LAYERNORM_BACKENDS)
         if self.positional == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(
                 f"sinusoidal positions pair a sine and a cosine, so d_model must be even, "
@@ -125,6 +163,11 @@ class TransformerConfig:
                     f"{getattr(self, name)}: raise {size_name} or lower {name}"
                 )
         _check_special_ids(self.pad_id, self.bos_id, self.eos_id)
+
+    @property
+    def layer(self) -> LayerConfig:
+        """The configuration of each encoder and decoder layer (same fields, same values)."""
+        return LayerConfig(**{f.name: getattr(self, f.name) for f in fields(LayerConfig)})
 
     @property
     def head_dim(self) -> int:

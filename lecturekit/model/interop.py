@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lecturekit.model.attention import MultiHeadAttention
+from lecturekit.model.config import LayerConfig
 from lecturekit.model.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = ["EncoderDecoder", "from_torch", "to_torch"]
@@ -49,7 +50,10 @@ class EncoderDecoder(nn.Module):
     """Encoder and decoder stacks without embeddings: the counterpart of ``nn.Transformer``.
 
     ``forward(src (B, S, D), tgt (B, T, D), ...) -> (B, T, D)`` with the keyword arguments of
-    ``nn.Transformer.forward`` (masks keyword-only).
+    ``nn.Transformer.forward`` (masks keyword-only). One difference: torch reads
+    ``*_is_causal=True`` next to a mask as a hint that the mask is causal; here, as in
+    ``torch.nn.functional.scaled_dot_product_attention`` and everywhere in lecturekit, it
+    applies the causal mask itself and may not come with a mask (pass one of them).
     """
 
     def __init__(self, encoder: Encoder, decoder: Decoder) -> None:
@@ -68,8 +72,8 @@ class EncoderDecoder(nn.Module):
         src_key_padding_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        src_is_causal: bool | None = None,
-        tgt_is_causal: bool | None = None,
+        src_is_causal: bool = False,
+        tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
     ) -> Tensor:
         if src.dim() != 3 or tgt.dim() != 3 or src.size(0) != tgt.size(0):
@@ -117,11 +121,12 @@ def _check_attention(attention: nn.MultiheadAttention) -> None:
         raise ValueError("bias must be True, got bias=False")
 
 
-def _layer_args(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> dict:
+def _layer_config(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> LayerConfig:
+    """The ``LayerConfig`` of a torch layer (the backends stay at their defaults)."""
     _check_attention(layer.self_attn)
     if layer.linear1.bias is None or layer.norm1.bias is None:
         raise ValueError("bias must be True, got bias=False")
-    return dict(
+    return LayerConfig(
         d_model=layer.self_attn.embed_dim,
         n_heads=layer.self_attn.num_heads,
         d_ff=layer.linear1.out_features,
@@ -136,11 +141,13 @@ def from_torch(module: nn.Module) -> nn.Module:
     """The lecturekit module with ``module``'s weights (see the module docstring)."""
     if isinstance(module, nn.MultiheadAttention):
         _check_attention(module)
-        ours: nn.Module = MultiHeadAttention(module.embed_dim, module.num_heads, module.dropout)
+        ours: nn.Module = MultiHeadAttention(
+            module.embed_dim, module.num_heads, dropout=module.dropout
+        )
     elif isinstance(module, nn.TransformerEncoderLayer):
-        ours = EncoderLayer(**_layer_args(module))
+        ours = EncoderLayer(_layer_config(module))
     elif isinstance(module, nn.TransformerDecoderLayer):
-        ours = DecoderLayer(**_layer_args(module))
+        ours = DecoderLayer(_layer_config(module))
     elif isinstance(module, (nn.TransformerEncoder, nn.TransformerDecoder)):
         ours = _stack_from_torch(module)
     elif isinstance(module, nn.Transformer):
@@ -157,15 +164,14 @@ def from_torch(module: nn.Module) -> nn.Module:
 
 
 def _stack_from_torch(stack: nn.TransformerEncoder | nn.TransformerDecoder) -> Encoder | Decoder:
-    first = stack.layers[0]
-    args = _layer_args(first)
+    config = _layer_config(stack.layers[0])
     kind = Encoder if isinstance(stack, nn.TransformerEncoder) else Decoder
-    if stack.norm is not None and stack.norm.eps != args["layer_norm_eps"]:
+    if stack.norm is not None and stack.norm.eps != config.layer_norm_eps:
         raise ValueError(
-            f"the final norm's eps must equal the layers' eps={args['layer_norm_eps']}, "
+            f"the final norm's eps must equal the layers' eps={config.layer_norm_eps}, "
             f"got {stack.norm.eps}"
         )
-    return kind(len(stack.layers), final_norm=stack.norm is not None, **args)
+    return kind(config, len(stack.layers), final_norm=stack.norm is not None)
 
 
 def to_torch(module: nn.Module) -> nn.Module:
@@ -175,8 +181,6 @@ def to_torch(module: nn.Module) -> nn.Module:
     ``Decoder`` and ``EncoderDecoder``.
     """
     if isinstance(module, MultiHeadAttention):
-        if module.qkv_proj.bias is None:
-            raise ValueError("bias must be True, got bias=False")
         theirs: nn.Module = nn.MultiheadAttention(
             module.d_model, module.n_heads, module.dropout, batch_first=True
         )
@@ -209,15 +213,16 @@ def _torch_layer(layer: EncoderLayer | DecoderLayer) -> nn.Module:
         if isinstance(layer, EncoderLayer)
         else nn.TransformerDecoderLayer
     )
+    c = layer.config
     return kind(
-        d_model=layer.self_attn.d_model,
-        nhead=layer.self_attn.n_heads,
-        dim_feedforward=layer.ffn.linear1.out_features,
-        dropout=layer.dropout1.p,
-        activation=layer.ffn.activation,
-        layer_norm_eps=layer.norm1.eps,
+        d_model=c.d_model,
+        nhead=c.n_heads,
+        dim_feedforward=c.d_ff,
+        dropout=c.dropout,
+        activation=c.activation,
+        layer_norm_eps=c.layer_norm_eps,
         batch_first=True,
-        norm_first=layer.norm_first,
+        norm_first=c.norm_first,
     )
 
 

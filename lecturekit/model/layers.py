@@ -1,5 +1,7 @@
 """Building blocks: positional encodings, feed-forward, encoder and decoder layers and stacks.
 
+Every layer and stack is built from one :class:`~lecturekit.model.config.LayerConfig`, as
+nanoGPT's ``Block(config)``: ``EncoderLayer(config)``, ``Encoder(config, n_layers)``.
 Forward signatures follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` /
 ``nn.TransformerEncoder`` / ``nn.TransformerDecoder`` (batch first), so the same call works on
 both and ``lecturekit.model.interop`` can copy weights either way.
@@ -8,21 +10,25 @@ both and ``lecturekit.model.interop`` can copy weights either way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit.kernels.backend import usable_kernels
+from lecturekit._common import check_choice, check_mask_or_causal, check_type
 from lecturekit.model.attention import MultiHeadAttention
-from lecturekit.model.cache import LayerKVCache
-from lecturekit.model.config import ACTIVATIONS, LAYERNORM_BACKENDS
-from lecturekit.model.masks import causal_mask
+from lecturekit.model.config import ACTIVATIONS, LAYERNORM_BACKENDS, LayerConfig
+
+if TYPE_CHECKING:  # the KV cache is chapter 6's; the layers only pass it on
+    from lecturekit.model.cache import LayerKVCache
 
 __all__ = [
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEncoding",
     "LayerNorm",
+    "LAYER_NORM_FUNCTIONS",
     "PositionwiseFeedForward",
     "EncoderLayer",
     "DecoderLayer",
@@ -87,21 +93,35 @@ class LearnedPositionalEncoding(nn.Module):
         return x + self.embedding(positions)  # (B, T, D) + (T, D)
 
 
+def _layer_norm_triton(
+    x: Tensor, shape: tuple[int, ...], weight: Tensor, bias: Tensor, eps: float
+) -> Tensor:
+    """The fused LayerNorm kernel of chapter 7, imported on first use (where it cannot run
+    on ``x`` it falls back to PyTorch itself, with one warning)."""
+    from lecturekit import kernels
+
+    return kernels.layer_norm(x, weight, bias, eps)
+
+
+# the one table of LayerNorm backends (their names are config.LAYERNORM_BACKENDS):
+# (x, normalized_shape, weight, bias, eps) -> normalised x
+LAYER_NORM_FUNCTIONS: dict[str, Callable[..., Tensor]] = {
+    "torch": F.layer_norm,
+    "triton": _layer_norm_triton,
+}
+
+
 class LayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that can run the course's Triton kernel (``backend="triton"``)."""
 
     def __init__(self, d_model: int, eps: float = 1e-5, backend: str = "torch") -> None:
         super().__init__(d_model, eps=eps)
-        if backend not in LAYERNORM_BACKENDS:
-            raise ValueError(f"backend must be one of {LAYERNORM_BACKENDS}, got {backend!r}")
+        check_choice("backend", backend, LAYERNORM_BACKENDS)
         self.backend = backend
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.backend == "triton":
-            kernels = usable_kernels(x, "LayerNorm")
-            if kernels is not None:
-                return kernels.layer_norm(x, self.weight, self.bias, self.eps)
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        layer_norm = LAYER_NORM_FUNCTIONS[self.backend]
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -111,8 +131,7 @@ class PositionwiseFeedForward(nn.Module):
         self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        check_choice("activation", activation, ACTIVATIONS)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -123,6 +142,22 @@ class PositionwiseFeedForward(nn.Module):
         return self.linear2(self.dropout(hidden))  # (B, T, d_ff) -> (B, T, D)
 
 
+def _attention(config: LayerConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        config.d_model, config.n_heads, dropout=config.dropout, backend=config.attention_backend
+    )
+
+
+def _feed_forward(config: LayerConfig) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(
+        config.d_model, config.d_ff, dropout=config.dropout, activation=config.activation
+    )
+
+
+def _norm(config: LayerConfig) -> LayerNorm:
+    return LayerNorm(config.d_model, eps=config.layer_norm_eps, backend=config.layernorm_backend)
+
+
 class EncoderLayer(nn.Module):
     """One encoder block (p18-p19): self attention, add & norm, FFN, add & norm (p19-p21).
 
@@ -130,26 +165,17 @@ class EncoderLayer(nn.Module):
     Pre-LN (``norm_first=True``): ``x = x + sublayer(norm(x))``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        attention_backend: str = "math",
-        layernorm_backend: str = "torch",
-    ) -> None:
+    def __init__(self, config: LayerConfig) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, backend=attention_backend)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, layernorm_backend)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, layernorm_backend)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        check_type("config", config, LayerConfig, "a LayerConfig (TransformerConfig.layer)")
+        self.config = config
+        self.norm_first = config.norm_first
+        self.self_attn = _attention(config)
+        self.ffn = _feed_forward(config)
+        self.norm1 = _norm(config)
+        self.norm2 = _norm(config)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
         self.attention_weights: Tensor | None = None
 
     def forward(
@@ -164,8 +190,9 @@ class EncoderLayer(nn.Module):
         """``src (B, S, D)`` -> ``(B, S, D)``; keeps per-head weights in ``attention_weights``.
 
         Masks are keyword-only, as everywhere in lecturekit (``nn.TransformerEncoderLayer``
-        takes the same keywords).
+        takes the same keywords); ``src_mask`` or ``is_causal=True``, not both.
         """
+        check_mask_or_causal("src_mask", src_mask, "is_causal", is_causal)
 
         def self_attention(x: Tensor) -> Tensor:
             out, self.attention_weights = self.self_attn(
@@ -174,12 +201,12 @@ class EncoderLayer(nn.Module):
                 x,
                 attn_mask=src_mask,
                 key_padding_mask=src_key_padding_mask,
-                is_causal=bool(is_causal),
+                is_causal=is_causal,
                 need_weights=need_weights,
             )
             return self.dropout1(out)
 
-        x = src
+        x = src  # (B, S, D)
         if self.norm_first:
             x = x + self_attention(self.norm1(x))
             x = x + self.dropout2(self.ffn(self.norm2(x)))
@@ -192,103 +219,27 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """One decoder block (p22-p43): masked self attention (p30-p31), cross attention (p38-p41), FFN.
 
-    Each sub-layer is wrapped in add & norm as in the encoder (p19-p21). With a
-    ``cache`` (incremental decoding) the self attention appends this step's keys/values to it
-    and the cross attention reuses the cached keys/values of the encoder output.
+    Each sub-layer is wrapped in add & norm as in the encoder (p19-p21). With a ``cache``
+    (incremental decoding, chapter 6) the two attentions run over the keys/values kept in
+    it (:class:`lecturekit.model.cache.LayerKVCache`).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        attention_backend: str = "math",
-        layernorm_backend: str = "torch",
-    ) -> None:
+    def __init__(self, config: LayerConfig) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, backend=attention_backend)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, backend=attention_backend)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, layernorm_backend)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, layernorm_backend)
-        self.norm3 = LayerNorm(d_model, layer_norm_eps, layernorm_backend)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        check_type("config", config, LayerConfig, "a LayerConfig (TransformerConfig.layer)")
+        self.config = config
+        self.norm_first = config.norm_first
+        self.self_attn = _attention(config)
+        self.cross_attn = _attention(config)
+        self.ffn = _feed_forward(config)
+        self.norm1 = _norm(config)
+        self.norm2 = _norm(config)
+        self.norm3 = _norm(config)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout3 = nn.Dropout(config.dropout)
         self.attention_weights: Tensor | None = None
         self.cross_attention_weights: Tensor | None = None
-
-    def _self_attention(
-        self,
-        x: Tensor,
-        *,
-        attn_mask: Tensor | None,
-        key_padding_mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
-        cache: LayerKVCache | None,
-    ) -> Tensor:
-        if cache is None:
-            out, self.attention_weights = self.self_attn(
-                x,
-                x,
-                x,
-                attn_mask=attn_mask,
-                key_padding_mask=key_padding_mask,
-                is_causal=is_causal,
-                need_weights=need_weights,
-            )
-            return self.dropout1(out)
-        q, k, v = self.self_attn.project_qkv(x)  # each (B, H, T_new, Dh)
-        k, v = cache.append(k, v)  # (B, H, T_past + T_new, Dh)
-        # the new queries are the last positions: causal aligned lower-right (a single new
-        # query sees every cached key, so it needs no mask at all)
-        new, total = q.size(2), k.size(2)
-        future = None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
-        out, self.attention_weights = self.self_attn.attend(
-            q, k, v, attn_mask=future, need_weights=need_weights
-        )
-        return self.dropout1(out)
-
-    def _cross_attention(
-        self,
-        x: Tensor,
-        memory: Tensor | None,
-        *,
-        attn_mask: Tensor | None,
-        key_padding_mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
-        cache: LayerKVCache | None,
-    ) -> Tensor:
-        if cache is None:
-            out, self.cross_attention_weights = self.cross_attn(
-                x,
-                memory,
-                memory,
-                attn_mask=attn_mask,
-                key_padding_mask=key_padding_mask,
-                is_causal=is_causal,
-                need_weights=need_weights,
-            )
-        else:
-            q = self.cross_attn.project_q(x)  # (B, H, T_new, Dh)
-            out, self.cross_attention_weights = self.cross_attn.attend(
-                q,
-                cache.cross_keys,
-                cache.cross_values,
-                attn_mask=attn_mask,
-                key_padding_mask=key_padding_mask,
-                need_weights=need_weights,
-                # the source padding's mask, built once by init_cache, not at every step
-                prepared_mask=cache.cross_mask if attn_mask is None else None,
-            )
-        return self.dropout2(out)
 
     def forward(
         self,
@@ -306,95 +257,88 @@ class DecoderLayer(nn.Module):
     ) -> Tensor:
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
-        Masks are keyword-only, in torch's order. With ``cache``, ``tgt`` holds only the new
-        positions, ``memory`` is not used, ``tgt_mask``/``tgt_key_padding_mask`` must be
-        None (the cache applies causality) and ``memory_key_padding_mask`` must be the one
-        the cache was built with (its ``cross_mask``).
+        Masks are keyword-only, in torch's order; a mask or its ``*_is_causal=True``, not
+        both. With ``cache``, ``tgt`` holds only the new positions, and the memory and its
+        padding come from the cache: ``memory`` and every mask must be None (the cache
+        applies the causal mask itself).
         """
-
-        def self_attention(x: Tensor) -> Tensor:
-            return self._self_attention(
-                x,
-                attn_mask=tgt_mask,
-                key_padding_mask=tgt_key_padding_mask,
-                is_causal=bool(tgt_is_causal),
-                need_weights=need_weights,
-                cache=cache,
+        check_mask_or_causal("tgt_mask", tgt_mask, "tgt_is_causal", tgt_is_causal)
+        check_mask_or_causal("memory_mask", memory_mask, "memory_is_causal", memory_is_causal)
+        if cache is not None:  # the cache holds the memory, its padding and causality
+            cache.check_inputs(
+                memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask
             )
 
-        def cross_attention(x: Tensor) -> Tensor:
-            return self._cross_attention(
-                x,
-                memory,
-                attn_mask=memory_mask,
-                key_padding_mask=memory_key_padding_mask,
-                is_causal=bool(memory_is_causal),
-                need_weights=need_weights,
-                cache=cache,
-            )
+        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p30-p31)
+            if cache is None:
+                out, self.attention_weights = self.self_attn(
+                    x,
+                    x,
+                    x,
+                    attn_mask=tgt_mask,
+                    key_padding_mask=tgt_key_padding_mask,
+                    is_causal=tgt_is_causal,
+                    need_weights=need_weights,
+                )
+            else:  # the new positions against every position so far
+                out, self.attention_weights = cache.self_attention(
+                    self.self_attn, x, need_weights=need_weights
+                )
+            return self.dropout1(out)
 
-        x = tgt
-        if self.norm_first:
+        def cross_attention(x: Tensor) -> Tensor:  # queries from the decoder (p38-p41)
+            if cache is None:
+                out, self.cross_attention_weights = self.cross_attn(
+                    x,
+                    memory,
+                    memory,
+                    attn_mask=memory_mask,
+                    key_padding_mask=memory_key_padding_mask,
+                    is_causal=memory_is_causal,
+                    need_weights=need_weights,
+                )
+            else:  # the memory's keys and values, computed once by init_cache
+                out, self.cross_attention_weights = cache.cross_attention(
+                    self.cross_attn, x, need_weights=need_weights
+                )
+            return self.dropout2(out)
+
+        return self._add_and_norm(tgt, self_attention, cross_attention)
+
+    def _add_and_norm(
+        self,
+        x: Tensor,
+        self_attention: Callable[[Tensor], Tensor],
+        cross_attention: Callable[[Tensor], Tensor],
+    ) -> Tensor:
+        """The three sub-layers, each in add & norm (p19-p21): ``(B, T, D) -> (B, T, D)``."""
+        if self.norm_first:  # Pre-LN: x + sublayer(norm(x))
             x = x + self_attention(self.norm1(x))
             x = x + cross_attention(self.norm2(x))
             x = x + self.dropout3(self.ffn(self.norm3(x)))
-        else:
+        else:  # Post-LN, the paper: norm(x + sublayer(x))
             x = self.norm1(x + self_attention(x))
             x = self.norm2(x + cross_attention(x))
             x = self.norm3(x + self.dropout3(self.ffn(x)))
         return x
 
 
-def _resolve_causal(mask: Tensor | None, is_causal: bool | None) -> bool:
-    """``is_causal=None`` as in torch: True only if ``mask`` is exactly the causal mask."""
-    if is_causal is not None:
-        return bool(is_causal)
-    if mask is None or mask.dim() != 2 or mask.size(0) != mask.size(1):
-        return False
-    causal = causal_mask(mask.size(0), device=mask.device)
-    if mask.dtype == torch.bool:
-        return bool(torch.equal(mask, causal))
-    return bool(torch.equal(torch.isneginf(mask), causal) and not mask[~causal].any())
-
-
 class Encoder(nn.Module):
-    """N encoder layers (p18: "the block is repeated N times"), optional final LayerNorm.
+    """``n_layers`` encoder layers (p18: "the block is repeated N times"), optional final
+    LayerNorm; ``Encoder(config, n_layers)`` as ``nn.TransformerEncoder(layer, num_layers)``.
 
-    ``final_norm`` defaults to ``norm_first``: Pre-LN stacks need a last LayerNorm, Post-LN
-    stacks (the paper) end with one already. ``nn.TransformerEncoder(norm=...)`` has it too.
+    ``final_norm`` defaults to ``config.norm_first``: Pre-LN stacks need a last LayerNorm,
+    Post-LN stacks (the paper) end with one already. ``nn.TransformerEncoder(norm=...)`` has
+    it too.
     """
 
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        attention_backend: str = "math",
-        layernorm_backend: str = "torch",
-        final_norm: bool | None = None,
-    ) -> None:
+    def __init__(self, config: LayerConfig, n_layers: int, final_norm: bool | None = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                d_model,
-                n_heads,
-                d_ff,
-                dropout,
-                activation,
-                norm_first,
-                layer_norm_eps,
-                attention_backend,
-                layernorm_backend,
-            )
-            for _ in range(n_layers)
-        )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = LayerNorm(d_model, layer_norm_eps, layernorm_backend) if final_norm else None
+        check_type("config", config, LayerConfig, "a LayerConfig (TransformerConfig.layer)")
+        self.config = config
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(n_layers))
+        final_norm = config.norm_first if final_norm is None else final_norm
+        self.norm = _norm(config) if final_norm else None
 
     def forward(
         self,
@@ -402,58 +346,34 @@ class Encoder(nn.Module):
         *,
         mask: Tensor | None = None,
         src_key_padding_mask: Tensor | None = None,
-        is_causal: bool | None = None,
+        is_causal: bool = False,
         need_weights: bool = False,
     ) -> Tensor:
         """``src (B, S, D)`` -> memory ``(B, S, D)``; masks keyword-only (``nn.TransformerEncoder``
-        names the attention mask ``mask`` too)."""
-        causal = _resolve_causal(mask, is_causal)
+        names the attention mask ``mask`` too); ``mask`` or ``is_causal=True``, not both."""
+        check_mask_or_causal("mask", mask, "is_causal", is_causal)
         x = src
         for layer in self.layers:
             x = layer(
                 x,
                 src_mask=mask,
                 src_key_padding_mask=src_key_padding_mask,
-                is_causal=causal,
+                is_causal=is_causal,
                 need_weights=need_weights,
             )
         return x if self.norm is None else self.norm(x)
 
 
 class Decoder(nn.Module):
-    """N decoder layers (p22-p43), optional final LayerNorm (see ``Encoder``)."""
+    """``n_layers`` decoder layers (p22-p43), optional final LayerNorm (see ``Encoder``)."""
 
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        attention_backend: str = "math",
-        layernorm_backend: str = "torch",
-        final_norm: bool | None = None,
-    ) -> None:
+    def __init__(self, config: LayerConfig, n_layers: int, final_norm: bool | None = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(
-                d_model,
-                n_heads,
-                d_ff,
-                dropout,
-                activation,
-                norm_first,
-                layer_norm_eps,
-                attention_backend,
-                layernorm_backend,
-            )
-            for _ in range(n_layers)
-        )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = LayerNorm(d_model, layer_norm_eps, layernorm_backend) if final_norm else None
+        check_type("config", config, LayerConfig, "a LayerConfig (TransformerConfig.layer)")
+        self.config = config
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(n_layers))
+        final_norm = config.norm_first if final_norm is None else final_norm
+        self.norm = _norm(config) if final_norm else None
 
     def forward(
         self,
@@ -464,7 +384,7 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        tgt_is_causal: bool | None = None,
+        tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
         need_weights: bool = False,
         cache: list[LayerKVCache] | None = None,
@@ -472,9 +392,9 @@ class Decoder(nn.Module):
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
         As in ``nn.TransformerDecoder``, no causal mask is applied unless ``tgt_mask`` or
-        ``tgt_is_causal=True`` asks for it (``Transformer.decode`` applies one by default).
+        ``tgt_is_causal=True`` asks for it (``Transformer.decode`` is causal by default).
+        ``cache``: one ``LayerKVCache`` per layer (see :class:`DecoderLayer`).
         """
-        causal = _resolve_causal(tgt_mask, tgt_is_causal)
         x = tgt
         for i, layer in enumerate(self.layers):
             x = layer(
@@ -484,7 +404,7 @@ class Decoder(nn.Module):
                 memory_mask=memory_mask,
                 tgt_key_padding_mask=tgt_key_padding_mask,
                 memory_key_padding_mask=memory_key_padding_mask,
-                tgt_is_causal=causal,
+                tgt_is_causal=tgt_is_causal,
                 memory_is_causal=memory_is_causal,
                 need_weights=need_weights,
                 cache=None if cache is None else cache[i],

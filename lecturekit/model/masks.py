@@ -21,32 +21,31 @@ cache, ``Tq < Tk``), ask for the other alignment by name:
 ``causal_mask(Tq, Tk, lower_right=True)`` (query ``i`` sees keys ``j <= i + Tk - Tq``, like
 ``torch.nn.attention.bias.causal_lower_right``) and pass it as ``attn_mask``.
 
+**A mask or is_causal, not both.** As ``torch.nn.functional.scaled_dot_product_attention``
+documents ("an error is thrown if both attn_mask and is_causal are set"), an explicit mask
+together with ``is_causal=True`` is a ``ValueError`` everywhere: pass one of them, and there
+is never a question which of the two wins. ``Transformer.decode``'s ``tgt_is_causal=None``
+means "causal unless a ``tgt_mask`` is given".
+
 A query row whose keys are all masked has no defined softmax (0/0). The course defines its
 output as zeros (never NaN): see ``fully_masked_rows``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
-from lecturekit._common import check_int
+from lecturekit._common import check_int, check_mask_or_causal, check_token_ids
 
 __all__ = [
     "causal_mask",
     "padding_mask",
-    "check_attn_mask",
-    "check_key_padding_mask",
     "to_additive",
     "merge_masks",
     "fully_masked_rows",
     "prepare_mask",
 ]
-
-# largest value a float mask may hold (see _check_mask_values)
-MAX_MASK_VALUE = 1e4
 
 
 def causal_mask(
@@ -72,83 +71,8 @@ def causal_mask(
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Boolean ``(B, S)`` mask, True where ``tokens (B, S)`` equals ``pad_id``."""
-    if not isinstance(tokens, Tensor):
-        raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
-    if tokens.dim() != 2:
-        raise ValueError(f"tokens must have shape (B, S), got {tuple(tokens.shape)}")
+    check_token_ids("tokens", tokens, shape="(B, S)")
     return tokens == pad_id
-
-
-def _check_mask_type(mask: Any, name: str) -> None:
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a bool or float tensor, got dtype {mask.dtype}")
-    if mask.is_meta:
-        raise ValueError(f"{name} is on the meta device (it holds no values); pass a real mask")
-
-
-def _check_mask_values(mask: Tensor, name: str) -> None:
-    """A float mask is added to the scores: NaN, +inf or a huge positive value there would
-    make the output NaN (two masks of ``MAX_MASK_VALUE`` plus the scores stay finite even
-    in float16). Bool masks need no check; a float mask costs one reduction."""
-    if mask.dtype == torch.bool or mask.numel() == 0:
-        return
-    largest = float(mask.amax())  # NaN if any value is NaN
-    if not largest <= MAX_MASK_VALUE:
-        bad = "NaN" if bool(torch.isnan(mask).any()) else f"{largest:g}"
-        raise ValueError(
-            f"{name} holds {bad}: a float mask is added to the attention scores, so it must be "
-            f"0 where attending is allowed, -inf where it is not, and at most {MAX_MASK_VALUE:g} "
-            "anywhere (or pass a bool mask, True = masked out)"
-        )
-
-
-def check_attn_mask(
-    mask: Tensor | None, name: str, batch: int, n_heads: int, tq: int, tk: int
-) -> None:
-    """Raise if ``mask`` is not a valid attention mask for ``(B, H, Tq, Tk)`` scores.
-
-    Accepted shapes (as ``nn.MultiheadAttention``): ``(Tq, Tk)``, ``(B*H, Tq, Tk)``, and
-    ``(B or 1, H or 1, Tq, Tk)``. Accepted dtypes: bool or floating point; a float mask
-    may hold -inf and finite values up to ``MAX_MASK_VALUE`` (1e4), not NaN or +inf.
-    """
-    if mask is None:
-        return
-    _check_mask_type(mask, name)
-    shape = tuple(mask.shape)
-    ok = (
-        shape == (tq, tk)
-        or shape == (batch * n_heads, tq, tk)
-        or (
-            len(shape) == 4
-            and shape[0] in (1, batch)
-            and shape[1] in (1, n_heads)
-            and shape[2:] == (tq, tk)
-        )
-    )
-    if not ok:
-        raise ValueError(
-            f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
-            f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
-        )
-    _check_mask_values(mask, name)
-
-
-def check_key_padding_mask(mask: Tensor | None, name: str, batch: int, tk: int) -> None:
-    """Raise if ``mask`` is not a ``(B, Tk)`` bool or float key padding mask (a float mask
-    may hold -inf and finite values up to ``MAX_MASK_VALUE``, not NaN or +inf)."""
-    if mask is None:
-        return
-    _check_mask_type(mask, name)
-    if tuple(mask.shape) != (batch, tk):
-        dims = {"src": "(B, S)", "memory": "(B, S)", "tgt": "(B, T)"}.get(
-            name.split("_")[0], "(B, Tk)"
-        )
-        raise ValueError(f"{name} must have shape {dims}=({batch}, {tk}), got {tuple(mask.shape)}")
-    _check_mask_values(mask, name)
 
 
 def to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
@@ -171,10 +95,10 @@ def merge_masks(
 ) -> Tensor | None:
     """One additive float mask, broadcastable to the scores ``shape = (B, H, Tq, Tk)``, or None.
 
-    ``is_causal`` adds ``causal_mask(tq, tk)`` (top-left) only when no ``attn_mask`` is
-    given: as in ``torch.nn.Transformer``, ``is_causal=True`` together with a mask is a hint
-    that the mask is causal.
+    ``attn_mask`` or ``is_causal`` (``causal_mask(tq, tk)``, top-left), not both, plus the
+    ``key_padding_mask`` broadcast over heads and queries.
     """
+    check_mask_or_causal("attn_mask", attn_mask, "is_causal", is_causal)
     batch, n_heads, tq, tk = shape
     merged: Tensor | None = None
     if attn_mask is not None:
@@ -212,6 +136,7 @@ def _may_mask_whole_rows(
 
     Without an ``attn_mask`` a row loses every key only if its batch row's keys are all
     padding, or, with the causal mask (which always leaves key 0 visible), if key 0 is padding.
+    An ``attn_mask`` may hide anything, so it always needs the full search.
     """
     if attn_mask is not None or key_padding_mask is None:
         return attn_mask is not None

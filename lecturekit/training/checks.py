@@ -25,7 +25,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_bool, check_choice, check_int, check_number, check_type
+from lecturekit._common import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_token_ids,
+    check_type,
+)
 from lecturekit.decoding.search import MAX_DECODE_LEN
 from lecturekit.training.scheduled_sampling import ScheduledSampling
 from lecturekit.training.schedules import check_rate
@@ -136,20 +143,26 @@ def check_pairs(pairs: Sequence[tuple[Any, Any]], split: str, model_config: Any)
     with learned positions, sources of at most ``max_len`` and targets of at most
     ``max_len - 1`` tokens (the decoder also reads ``<bos>``)."""
     c = model_config
-    longest_src = longest_tgt = 0
-    for i, (src, tgt) in enumerate(pairs):
-        for side, ids, vocab in (
-            ("source", src, c.src_vocab_size),
-            ("target", tgt, c.tgt_vocab_size),
-        ):
-            bad = [t for t in ids if not 0 <= t < vocab]
-            if bad:
-                raise ValueError(
-                    f"{split}[{i}] {side} ids must be in [0, {vocab}) (the model's "
-                    f"{side[:3]}_vocab_size), got {bad[0]}; build the model from the data's "
-                    "vocabulary sizes"
-                )
-        longest_src, longest_tgt = max(longest_src, len(src)), max(longest_tgt, len(tgt))
+    longest = {}
+    for side, part, vocab_name in (
+        (0, "source", "src_vocab_size"),
+        (1, "target", "tgt_vocab_size"),
+    ):
+        rows = [list(pair[side]) for pair in pairs]
+        longest[part] = max(map(len, rows), default=0)
+        if longest[part] == 0:
+            continue
+        # one (pairs, longest) tensor, padded with id 0 (inside every vocabulary): row i is
+        # pair i, so the shared check names the pair of the first bad id
+        ids = torch.tensor([row + [0] * (longest[part] - len(row)) for row in rows])
+        check_token_ids(
+            f"{split} {part}",
+            ids,
+            getattr(c, vocab_name),
+            shape="(N, L)",
+            fix=f"build the model from the data's vocabulary sizes (its {vocab_name})",
+        )
+    longest_src, longest_tgt = longest["source"], longest["target"]
     if c.positional != "learned":
         return
     for side, length, limit in (

@@ -100,3 +100,27 @@ def test_triton_multi_head_attention_is_causal_for_unequal_lengths(device):
         expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         expected = module.out_proj(module.merge_heads(expected))
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_cached_decoding_runs_the_kernel_with_the_caches_padding(device, monkeypatch):
+    """Incremental decoding on the "triton" backend: the cross attention hands the memory
+    padding kept in the cache to the kernel (no fallback) and equals the full pass."""
+    padding_masks = []
+    original = kernels.attention
+
+    def recording(*args, **kwargs):
+        padding_masks.append(kwargs.get("key_padding_mask"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "attention", recording)
+    reference, fused = _models(torch.float32, device)
+    src, tgt = _batch(device)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback would warn
+        full = reference(src, tgt)
+        cache = fused.init_cache(fused.encode(src), memory_key_padding_mask=src == 0)
+        padding_masks.clear()
+        steps = [fused.decode_step(tgt[:, t], cache) for t in range(3)]
+    torch.testing.assert_close(torch.stack(steps, 1), full[:, :3], atol=1e-5, rtol=1e-4)
+    cross = [mask for mask in padding_masks if mask is not None]  # self attention: None
+    assert len(cross) == 3 and all(torch.equal(mask, src == 0) for mask in cross)
