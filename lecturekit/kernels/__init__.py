@@ -103,8 +103,8 @@ def _run_kernels(name: str, tensor: torch.Tensor) -> bool:
 
     if _triton_installed():
         why = (
-            "the Triton kernels run on CUDA tensors (on any tensor under TRITON_INTERPRET=1), "
-            f"got a {tensor.device.type} tensor"
+            f"the triton kernels cannot run on a {tensor.device.type} tensor here (they run on "
+            "CUDA tensors, or on any tensor under TRITON_INTERPRET=1)"
         )
     else:
         why = "triton is not installed (pip install 'lecturekit[gpu]', Linux)"
