@@ -7,7 +7,7 @@ would go unnoticed on a machine without a GPU. This script compiles each kernel,
 launch configurations ``lecturekit.kernels`` uses on a GPU, all the way to a cubin with the
 ``ptxas`` that ships with triton, and prints the shared memory each one needs. Attention
 kernels are compiled with their tuned tiles and with the smaller fallback tiles
-(``flash_attention._FALLBACK_CONFIGS``) that a GPU with less shared memory gets; the last
+(``_attention_launch._FALLBACK_CONFIGS``) that a GPU with less shared memory gets; the last
 line is the most shared memory any attention kernel needs with the smallest tiles.
 
 Usage (any machine with triton; TRITON_INTERPRET must be unset):
@@ -32,6 +32,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from lecturekit.kernels import _attention_launch as launch  # noqa: E402
 from lecturekit.kernels import flash_attention as fa  # noqa: E402
 from lecturekit.kernels import fused_softmax as sm  # noqa: E402
 from lecturekit.kernels import layernorm as ln  # noqa: E402
@@ -82,7 +83,7 @@ def main() -> int:
     smallest_tiles_shared = 0
     for dtype in ("bf16", "fp16", "fp32"):
         for head_dim in (64, 128):
-            cfg = fa._launch_config(head_dim, getattr(torch, DTYPES[dtype]), None, None)
+            cfg = launch._launch_config(head_dim, getattr(torch, DTYPES[dtype]), None, None)
             precision = "ieee" if dtype == "fp32" else "tf32"
             # every optional feature on: the largest variant of each kernel
             flags = dict(
@@ -91,7 +92,7 @@ def main() -> int:
             )  # fmt: skip
             types = attention_types(dtype)
             # the tuned tiles, then the smaller ones used where they do not fit
-            for tiles in (cfg, *fa._FALLBACK_CONFIGS):
+            for tiles in (cfg, *launch._FALLBACK_CONFIGS):
                 for kernel, block_m, block_n in (
                     (fa._attn_fwd_kernel, tiles.fwd_m, tiles.fwd_n),
                     (fa._attn_bwd_dkdv_kernel, tiles.dkdv_m, tiles.dkdv_n),
@@ -102,7 +103,7 @@ def main() -> int:
                         target, kernel, types, constexprs, tiles.num_warps, tiles.num_stages
                     )
                     count += 1
-                    if tiles is fa._FALLBACK_CONFIGS[-1]:
+                    if tiles is launch._FALLBACK_CONFIGS[-1]:
                         smallest_tiles_shared = max(smallest_tiles_shared, shared)
             compile_kernel(
                 target, fa._attn_bwd_preprocess_kernel, types,

@@ -9,16 +9,17 @@ fix that (install triton; set the variable before triton is imported, then resta
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from lecturekit.exercises import CannotRun, Case, Exercise, register
 from lecturekit.exercises.specs import Array, Integer, Items
+from lecturekit.kernels._utils import interpreter_enabled
 
 # --------------------------------------------------------------------------------------
 # kernels.merge_softmax_state
@@ -190,7 +191,7 @@ def kernel_device(kernel: Any) -> torch.device:
         return torch.device("cuda")
     now = (
         "（TRITON_INTERPRET 现在已经是 1，但核函数是在设置它之前定义的）"
-        if (os.environ.get("TRITON_INTERPRET") == "1")
+        if interpreter_enabled()
         else ""
     )
     raise CannotRun(
@@ -203,6 +204,46 @@ def _kind(answer: Any) -> str:
     if callable(answer):
         return "一个普通的 Python 函数（没有 @triton.jit）"
     return f" {type(answer).__name__}"
+
+
+@contextlib.contextmanager
+def _masked_lanes_poisoned() -> Iterator[None]:
+    """While the block runs, a masked float ``tl.load`` without ``other=`` reads NaN in its
+    masked lanes under Triton's interpreter, instead of the interpreter's 0.
+
+    On a GPU those lanes hold whatever the registers held, so a kernel that forgets
+    ``other=0.0`` would pass in the interpreter and sum garbage on a GPU; with NaN there it
+    fails the check here too. Patches the interpreter's builder (a private API of triton) and
+    restores it; where that API is missing, the block runs unpatched.
+    """
+    try:
+        import numpy as np
+        from triton.runtime import interpreter
+
+        builder = interpreter.interpreter_builder
+        original = builder.create_masked_load
+        np_dtype = interpreter._get_np_dtype
+    except (ImportError, AttributeError):
+        yield
+        return
+    import triton.language as tl
+
+    def poisoned(ptrs: Any, mask: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
+        dtype = ptrs.get_element_ty()
+        if other is None and dtype in (tl.float16, tl.float32, tl.float64):
+            nan = np.full_like(ptrs.data, np.nan, dtype=np_dtype(dtype))
+            other = interpreter.TensorHandle(nan, dtype)
+        return original(ptrs, mask, other, *args, **kwargs)
+
+    patched_before = "create_masked_load" in vars(builder)
+    builder.create_masked_load = poisoned
+    try:
+        yield
+    finally:
+        if patched_before:
+            builder.create_masked_load = original
+        else:
+            del builder.create_masked_load  # the class's method again
 
 
 def _launch_row_sum(kernel: Any) -> Callable[[torch.Tensor, int], torch.Tensor]:
@@ -218,7 +259,10 @@ def _launch_row_sum(kernel: Any) -> Callable[[torch.Tensor, int], torch.Tensor]:
         buffer[:, :n_cols] = x.to(device)
         # +inf marks "never written" (the test rows have finite sums; a NaN read gives NaN)
         out = torch.full((n_rows,), float("inf"), device=device)
-        kernel[(n_rows,)](buffer, out, n_cols, stride_row, BLOCK=block)
+        # masked lanes read NaN unless the kernel says what they read (other=0.0)
+        poison = _masked_lanes_poisoned() if device.type == "cpu" else contextlib.nullcontext()
+        with poison:
+            kernel[(n_rows,)](buffer, out, n_cols, stride_row, BLOCK=block)
         if n_rows and bool(out.isposinf().all()):  # nothing written: an empty skeleton
             raise NotImplementedError(
                 "核函数没有往 OUT 里写任何结果（还没写完，或者忘了 tl.store）。"

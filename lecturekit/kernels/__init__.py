@@ -14,12 +14,27 @@ Then the kernels the model uses:
 - :func:`layer_norm`: fused LayerNorm forward and backward (:mod:`lecturekit.kernels.layernorm`).
 - :func:`attention`: FlashAttention forward and backward (:mod:`lecturekit.kernels.flash_attention`).
 
+What each computes is written out in PyTorch in :mod:`lecturekit.kernels.reference`.
+
+The fallback rule
+-----------------
+Every public kernel function (:func:`add`, :func:`matmul`, :func:`softmax`,
+:func:`layer_norm`, :func:`attention`) does the same three things:
+
+1. It validates its arguments, with the same checks and the same errors whether the kernels
+   run or not (a call fails, or works, alike on a laptop and on a GPU).
+2. If the kernels can run on the given tensor (:func:`runnable`: triton is installed and the
+   tensor is on CUDA, or Triton's CPU interpreter is enabled), the Triton kernel computes the
+   result.
+3. Otherwise it warns once (one ``RuntimeWarning`` per function and reason, per process) and
+   computes the same result with its PyTorch reference from :mod:`lecturekit.kernels.reference`:
+   the same semantics (fully masked rows give zeros, top-left causal masks, attention dropout as
+   ``torch.nn.functional.dropout`` on the weights), up to rounding.
+
 Importing this package never imports triton: each function imports its kernel module when it
-is first called, so ``lecturekit`` installs and works without the ``gpu`` extra. The kernels run
-on CUDA tensors; with ``TRITON_INTERPRET=1`` set *before* the first import they also run on CPU
-tensors through Triton's interpreter (slow, used by the tests and by chapter 7). :func:`add`
-and :func:`matmul` dispatch as the model's layers do (:mod:`lecturekit.kernels.backend`):
-where the kernels cannot run they warn once and compute with PyTorch.
+first runs a kernel, so ``lecturekit`` installs and works without the ``gpu`` extra. With
+``TRITON_INTERPRET=1`` set *before* the first import the kernels also run on CPU tensors
+through Triton's interpreter (slow, used by the tests and by chapter 7).
 """
 
 from __future__ import annotations
@@ -40,6 +55,7 @@ __all__ = [
     "interpret_without_gpu",
     "layer_norm",
     "matmul",
+    "runnable",
     "softmax",
 ]
 
@@ -50,19 +66,53 @@ _KERNEL_MODULES = ("vector_add", "tiled_matmul", "fused_softmax", "layernorm", "
 __getattr__, __dir__ = attach(__name__, names=False)
 
 
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
 def available() -> bool:
-    """Whether the kernels can run here.
+    """Whether the kernels can run here at all.
 
     True when triton is installed and either a CUDA device is present or Triton's CPU
     interpreter is enabled (``TRITON_INTERPRET=1``). Triton itself is not imported.
     """
-    if importlib.util.find_spec("triton") is None:
+    from lecturekit.kernels._utils import interpreter_enabled
+
+    if not _triton_installed():
         return False
-    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    if interpreter_enabled():
         return True
     import torch
 
     return torch.cuda.is_available()
+
+
+def runnable(tensor: torch.Tensor) -> bool:
+    """Whether the kernels can run on ``tensor`` here: triton is installed and ``tensor`` is on
+    CUDA, or the interpreter is enabled. Never warns, never imports triton."""
+    from lecturekit.kernels._utils import interpreter_enabled
+
+    return _triton_installed() and (tensor.device.type == "cuda" or interpreter_enabled())
+
+
+def _run_kernels(name: str, tensor: torch.Tensor) -> bool:
+    """:func:`runnable`, with the fallback's one warning when it is False."""
+    if runnable(tensor):
+        return True
+    from lecturekit._common import warn_once
+
+    if _triton_installed():
+        why = (
+            f"the triton kernels cannot run on a {tensor.device.type} tensor here (they run on "
+            "CUDA tensors, or on any tensor under TRITON_INTERPRET=1)"
+        )
+    else:
+        why = "triton is not installed (pip install 'lecturekit[gpu]', Linux)"
+    warn_once(
+        f"kernels.{name}: {why}; falling back to PyTorch "
+        f"(lecturekit.kernels.reference.{name}_reference)."
+    )
+    return False
 
 
 def interpret_without_gpu() -> bool:
@@ -81,6 +131,8 @@ def interpret_without_gpu() -> bool:
     import sys
     import warnings
 
+    from lecturekit.kernels._utils import interpreter_enabled
+
     if "TRITON_INTERPRET" not in os.environ:
         import torch
 
@@ -95,21 +147,20 @@ def interpret_without_gpu() -> bool:
                     RuntimeWarning,
                     stacklevel=2,
                 )
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return interpreter_enabled()
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``x + y`` by the vector-add kernel; any shape, ``y`` of the shape and dtype of ``x``.
-
-    Where the kernels cannot run (no CUDA tensor and no interpreter, or no triton) this warns
-    once and returns PyTorch's ``x + y`` (``vector_add.add_reference``).
-    """
-    from lecturekit.kernels._utils import check_operands
-    from lecturekit.kernels.backend import usable_kernels
+    """``x + y`` by the vector-add kernel; any shape, ``y`` of the shape and dtype of ``x``
+    (no broadcasting). Follows the fallback rule (reference: ``x + y``)."""
+    from lecturekit.kernels._utils import check_floating, check_operands
 
     check_operands("x", x, "y", y, matmul=False)
-    if usable_kernels(x, "kernels.add") is None:
-        return x + y
+    check_floating("x", x)
+    if not _run_kernels("add", x):
+        from lecturekit.kernels.reference import add_reference
+
+        return add_reference(x, y)
     from lecturekit.kernels.vector_add import add as _add
 
     return _add(x, y)
@@ -117,16 +168,15 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` by the tiled matmul kernel: ``a (M, K)``, ``b (K, N)`` -> ``(M, N)``.
-
-    Where the kernels cannot run this warns once and returns PyTorch's ``a @ b``
-    (``tiled_matmul.matmul_reference``).
-    """
-    from lecturekit.kernels._utils import check_operands
-    from lecturekit.kernels.backend import usable_kernels
+    Follows the fallback rule (reference: ``a @ b``)."""
+    from lecturekit.kernels._utils import check_floating, check_operands
 
     check_operands("a", a, "b", b, matmul=True)
-    if usable_kernels(a, "kernels.matmul") is None:
-        return a @ b
+    check_floating("a", a)
+    if not _run_kernels("matmul", a):
+        from lecturekit.kernels.reference import matmul_reference
+
+        return matmul_reference(a, b)
     from lecturekit.kernels.tiled_matmul import matmul as _matmul
 
     return _matmul(a, b)
@@ -144,30 +194,37 @@ def attention(
 ) -> torch.Tensor:
     """FlashAttention: ``softmax(q k^T * scale + masks) v`` without materialising the scores.
 
+    Follows the fallback rule (reference: ``reference.attention_reference``).
+
     Args:
-        q: queries ``(B, H, Tq, Dh)``.
+        q: queries ``(B, H, Tq, Dh)``, float32/float16/bfloat16, ``1 <= Dh <= 128``.
         k: keys ``(B, H, Tk, Dh)``.
         v: values ``(B, H, Tk, Dh)``.
         key_padding_mask: bool ``(B, Tk)``, True = padding (key ignored).
         is_causal: query ``i`` only sees keys ``j <= i`` (top-left aligned, as in
             ``torch.nn.functional.scaled_dot_product_attention``).
-        scale: score scale, default ``1 / sqrt(Dh)``.
-        dropout_p: attention dropout on the weights (pass the module's rate while training);
-            the mask is regenerated from a Philox seed in the backward pass, never stored.
+        scale: score scale, a finite number; default ``1 / sqrt(Dh)``.
+        dropout_p: attention dropout on the weights, in ``[0, 1)`` (pass the module's rate
+            while training); the kernels regenerate the mask from a Philox seed in the
+            backward pass, never store it.
 
     Returns:
         ``(B, H, Tq, Dh)``; query rows whose keys are all masked are zeros. Differentiable.
     """
-    from lecturekit.kernels.flash_attention import flash_attention
+    from lecturekit.kernels._utils import check_attention_args
 
-    return flash_attention(
-        q,
-        k,
-        v,
-        key_padding_mask=key_padding_mask,
-        is_causal=is_causal,
-        scale=scale,
-        dropout_p=dropout_p,
+    scale = check_attention_args(q, k, v, key_padding_mask, is_causal, scale, dropout_p)
+    if not _run_kernels("attention", q):
+        from lecturekit.kernels.reference import attention_reference
+
+        return attention_reference(
+            q, k, v, key_padding_mask=key_padding_mask, is_causal=is_causal, scale=scale,
+            dropout_p=dropout_p,
+        )  # fmt: skip
+    from lecturekit.kernels._attention_launch import launch_attention
+
+    return launch_attention(
+        q, k, v, key_padding_mask, is_causal, scale, dropout_p, None, None, None
     )
 
 
@@ -177,13 +234,19 @@ def layer_norm(
     bias: torch.Tensor | None,
     eps: float = 1e-5,
 ) -> torch.Tensor:
-    """Fused LayerNorm over the last dimension of ``x`` ``(..., D)``; weight/bias ``(D,)``.
+    """Fused LayerNorm over the last dimension of ``x`` ``(..., D)``; weight/bias ``(D,)`` or
+    None; ``eps`` a finite number > 0. Differentiable with respect to ``x``, ``weight`` and
+    ``bias``. Follows the fallback rule (reference: ``reference.layer_norm_reference``)."""
+    from lecturekit.kernels._utils import check_layer_norm_args
 
-    Differentiable with respect to ``x``, ``weight`` and ``bias``.
-    """
-    from lecturekit.kernels.layernorm import layer_norm as _layer_norm
+    check_layer_norm_args(x, weight, bias, eps)
+    if not _run_kernels("layer_norm", x):
+        from lecturekit.kernels.reference import layer_norm_reference
 
-    return _layer_norm(x, weight, bias, eps)
+        return layer_norm_reference(x, weight, bias, eps)
+    from lecturekit.kernels.layernorm import _launch
+
+    return _launch(x, weight, bias, eps)
 
 
 def softmax(
@@ -193,11 +256,20 @@ def softmax(
     scale: float = 1.0,
     mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Fused ``softmax(x * scale + mask, dim)``.
+    """Fused ``softmax(x * scale + mask, dim)``; ``scale`` a finite number.
 
     ``mask`` broadcasts to ``x``: bool (True = masked out) or float (added to the scaled
-    logits). Fully masked rows give zeros. Differentiable with respect to ``x``.
+    logits; ``-inf`` masks out, NaN and ``+inf`` are refused). Fully masked rows give zeros.
+    Differentiable with respect to ``x``. Follows the fallback rule (reference:
+    ``reference.softmax_reference``).
     """
-    from lecturekit.kernels.fused_softmax import softmax as _softmax
+    from lecturekit.kernels._utils import check_softmax_args
 
-    return _softmax(x, dim, scale=scale, mask=mask)
+    x, expanded = check_softmax_args(x, scale, mask)
+    if not _run_kernels("softmax", x):
+        from lecturekit.kernels.reference import softmax_reference
+
+        return softmax_reference(x, dim, scale=scale, mask=mask)
+    from lecturekit.kernels.fused_softmax import _launch
+
+    return _launch(x, dim, scale, expanded, None)

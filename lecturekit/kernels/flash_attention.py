@@ -73,59 +73,82 @@ Head dimensions ``D`` up to 128 are padded to a power of two (at least 16, the s
 ``tl.dot``) with masked loads; any ``Nq`` and ``Nk`` work (the last blocks are masked).
 Inputs may be fp32, fp16 or bf16; accumulation is fp32. Under the CPU interpreter bf16
 arithmetic is wrong, so there the kernels convert bf16 blocks to fp32 right after loading.
+
+Code layout
+-----------
+The three kernels share their building blocks as ``@triton.jit`` helpers, as Triton's
+fused-attention tutorial does (the compiler inlines them): :func:`_load_tile` reads a masked
+tile of Q, K, V or dO through any strides; :func:`_visible` combines the three masks (keys
+past ``Nk``, padding, causal); :func:`_online_softmax_update` is the recurrence above;
+:func:`_recompute_p` rebuilds ``P`` from the saved ``LSE`` in the backward pass; and
+:func:`_dropout_keep` regenerates the dropout mask. The autograd Function that launches the
+kernels, with its tile sizes, lives in ``_attention_launch``; the PyTorch reference in
+:mod:`lecturekit.kernels.reference`.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.errors import OutOfResources
 
-from lecturekit.kernels._utils import check_tensor, interpreter_enabled, next_power_of_2
-from lecturekit.model.masks import causal_mask
+from lecturekit.kernels._utils import LOG2E, MAX_HEAD_DIM, check_attention_args, check_tensor
+from lecturekit.kernels.reference import attention_reference
 
-MAX_HEAD_DIM = 128
-LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+__all__ = ["MAX_HEAD_DIM", "attention_reference", "dropout_keep_mask", "flash_attention"]
+
+# the same constant as a compile-time value: a kernel reads only constexpr globals
+_LOG2E = tl.constexpr(LOG2E)
 
 
-def attention_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    key_padding_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    dropout_keep: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
-    """PyTorch reference: materialises the scores; fully masked query rows -> zeros.
+@triton.jit
+def _load_tile(ptr, rows, n_rows, stride_row, cols, n_cols, stride_col, UPCAST: tl.constexpr):
+    """The ``(len(rows), len(cols))`` tile at ``ptr + rows * stride_row + cols * stride_col``,
+    0 outside ``n_rows x n_cols``; converted to fp32 when ``UPCAST``."""
+    ok = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    ptrs = ptr + rows[:, None] * stride_row + cols[None, :] * stride_col
+    tile = tl.load(ptrs, mask=ok, other=0.0)
+    if UPCAST:
+        tile = tile.to(tl.float32)
+    return tile
 
-    ``dropout_keep`` (bool ``(B, H, Nq, Nk)``, e.g. from :func:`dropout_keep_mask`) applies
-    attention dropout with rate ``dropout_p`` to the weights.
+
+@triton.jit
+def _visible(KPM_ROW, q_idx, k_idx, n_q, n_k, IS_CAUSAL: tl.constexpr, HAS_KPM: tl.constexpr):
+    """Which (query, key) pairs take part: ``q_idx`` and ``k_idx`` broadcast against each other
+    (``(M, 1)`` and ``(1, N)``, or transposed). Hidden: queries past Nq, keys past Nk, padding
+    keys (``KPM_ROW``, this batch row of the mask, 1 = padding) and, causal, keys after the
+    query."""
+    valid = (q_idx < n_q) & (k_idx < n_k)
+    if HAS_KPM:
+        pad = tl.load(KPM_ROW + k_idx, mask=k_idx < n_k, other=1)
+        valid = valid & (pad == 0)
+    if IS_CAUSAL:
+        valid = valid & (k_idx <= q_idx)
+    return valid
+
+
+@triton.jit
+def _online_softmax_update(m_i, l_i, s):
+    """One key block of the online softmax on base-2 scores ``s`` ``(BLOCK_M, BLOCK_N)``.
+
+    Returns the new running maximum and denominator, the block's weights ``p`` relative to the
+    new maximum, and ``alpha``, the factor that rescales what was accumulated so far. A row with
+    no visible key yet keeps ``m = -inf``; it subtracts 0 instead, so ``exp2`` gives 0, not NaN.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
-    masked = torch.zeros(scores.shape[-2:], dtype=torch.bool, device=q.device)
-    if is_causal:  # the package's one causal convention: top-left, key j > query i masked
-        masked = causal_mask(*scores.shape[-2:], device=q.device)
-    masked = masked.expand(scores.shape)
-    if key_padding_mask is not None:
-        masked = masked | key_padding_mask[:, None, None, :]
-    all_masked = masked.all(dim=-1, keepdim=True)
-    # fill fully masked rows with finite scores first so no NaN reaches the backward pass
-    scores = scores.masked_fill(masked & ~all_masked, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).masked_fill(all_masked, 0.0)
-    if dropout_keep is not None:
-        weights = weights * dropout_keep / (1.0 - dropout_p)
-    return weights @ v
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, axis=1)  # the denominator counts every weight
+    return m_new, l_i, p, alpha
+
+
+@triton.jit
+def _recompute_p(s, lse, valid):
+    """``P = exp(S - LSE)`` from base-2 scores ``s`` and the natural-log ``lse`` (broadcast to
+    ``s``); 0 where not ``valid``. Rows of LSE ``+inf`` (nothing visible) give 0 everywhere."""
+    return tl.where(valid, tl.exp2(s - lse * _LOG2E), 0.0)
 
 
 @triton.jit
@@ -205,16 +228,13 @@ def _attn_fwd_kernel(
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < head_dim
 
     # the query block stays on chip for the whole loop: (BLOCK_M, BLOCK_D)
-    q_ptrs = Q + b * stride_qb + h * stride_qh
-    q_ptrs += offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
-    q = tl.load(q_ptrs, mask=(offs_m[:, None] < n_q) & d_ok[None, :], other=0.0)
-    if UPCAST:
-        q = q.to(tl.float32)
+    q = _load_tile(Q + b * stride_qb + h * stride_qh, offs_m, n_q, stride_qm,
+                   offs_d, head_dim, stride_qd, UPCAST)  # fmt: skip
     k_base = K + b * stride_kb + h * stride_kh
     v_base = V + b * stride_vb + h * stride_vh
+    kpm_row = KPM + b * stride_kpm_b
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (base 2)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running denominator
@@ -224,53 +244,30 @@ def _attn_fwd_kernel(
     hi = tl.minimum(n_k, (start_m + 1) * BLOCK_M) if IS_CAUSAL else n_k
     for start_n in range(0, hi, BLOCK_N):
         offs_kn = start_n + offs_n
-        k_ok = offs_kn < n_k
         # K^T block (BLOCK_D, BLOCK_N), loaded transposed through the strides
-        kt = tl.load(
-            k_base + offs_kn[None, :] * stride_kn + offs_d[:, None] * stride_kd,
-            mask=k_ok[None, :] & d_ok[:, None],
-            other=0.0,
-        )
-        if UPCAST:
-            kt = kt.to(tl.float32)
+        kt = _load_tile(k_base, offs_d, head_dim, stride_kd, offs_kn, n_k, stride_kn, UPCAST)
         s = tl.dot(q, kt, input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
-
-        valid = k_ok[None, :]
-        if HAS_KPM:
-            pad = tl.load(KPM + b * stride_kpm_b + offs_kn, mask=k_ok, other=1)
-            valid = valid & (pad == 0)[None, :]
-        if IS_CAUSAL:
-            valid = valid & (offs_kn[None, :] <= offs_m[:, None])
+        valid = _visible(kpm_row, offs_m[:, None], offs_kn[None, :], n_q, n_k, IS_CAUSAL, HAS_KPM)
         s = tl.where(valid, s, float("-inf"))
 
-        # online softmax update; a row with no visible key yet keeps m = -inf, so subtract 0
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, axis=1)  # the denominator counts every weight
-        if HAS_DROPOUT:
+        m_new, l_i, p, alpha = _online_softmax_update(m_i, l_i, s)
+        if HAS_DROPOUT:  # after the denominator: dropout acts on normalised weights
             keep = _dropout_keep(seed, bh, offs_m[:, None], offs_kn[None, :], n_q, n_k, dropout_p)
             p = tl.where(keep, p * dropout_scale, 0.0)
 
-        v = tl.load(
-            v_base + offs_kn[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-            mask=k_ok[:, None] & d_ok[None, :],
-            other=0.0,
-        )
-        if UPCAST:
-            v = v.to(tl.float32)
+        v = _load_tile(v_base, offs_kn, n_k, stride_vn, offs_d, head_dim, stride_vd, UPCAST)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         m_i = m_new
 
     has_keys = l_i > 0.0
-    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]  # fully masked rows: 0 / 1 = 0
-    lse = tl.where(has_keys, (m_i + tl.log2(tl.where(has_keys, l_i, 1.0))) / 1.4426950408889634,
-                   float("inf"))  # fmt: skip
+    l_safe = tl.where(has_keys, l_i, 1.0)
+    out = acc / l_safe[:, None]  # fully masked rows: 0 / 1 = 0
+    lse = tl.where(has_keys, (m_i + tl.log2(l_safe)) / _LOG2E, float("inf"))
     o_ptrs = OUT + bh.to(tl.int64) * n_q * head_dim
     o_ptrs += offs_m[:, None] * head_dim + offs_d[None, :]
-    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=(offs_m[:, None] < n_q) & d_ok[None, :])
+    o_ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
+    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=o_ok)
     tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
 
 
@@ -291,18 +288,10 @@ def _attn_bwd_preprocess_kernel(
     h = (bh % n_heads).to(tl.int64)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
-    o = tl.load(
-        OUT + bh.to(tl.int64) * n_q * head_dim + offs_m[:, None] * head_dim + offs_d[None, :],
-        mask=ok,
-        other=0.0,
-    ).to(tl.float32)
-    do = tl.load(
-        DO + b * stride_dob + h * stride_doh
-        + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
-        mask=ok,
-        other=0.0,
-    ).to(tl.float32)  # fmt: skip
+    o = _load_tile(OUT + bh.to(tl.int64) * n_q * head_dim, offs_m, n_q, head_dim,
+                   offs_d, head_dim, 1, True)  # fmt: skip
+    do = _load_tile(DO + b * stride_dob + h * stride_doh, offs_m, n_q, stride_dom,
+                    offs_d, head_dim, stride_dod, True)  # fmt: skip
     tl.store(DELTA + bh.to(tl.int64) * n_q + offs_m, tl.sum(o * do, axis=1), mask=offs_m < n_q)
 
 
@@ -340,57 +329,33 @@ def _attn_bwd_dkdv_kernel(
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < head_dim
-    k_ok = offs_n < n_k
 
     # this program's keys and values stay on chip: (BLOCK_N, BLOCK_D)
-    kv_mask = k_ok[:, None] & d_ok[None, :]
-    k = tl.load(
-        K + b * stride_kb + h * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-        mask=kv_mask, other=0.0,
-    )  # fmt: skip
-    v = tl.load(
-        V + b * stride_vb + h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-        mask=kv_mask, other=0.0,
-    )  # fmt: skip
-    if UPCAST:
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    key_valid = k_ok
-    if HAS_KPM:
-        pad = tl.load(KPM + b * stride_kpm_b + offs_n, mask=k_ok, other=1)
-        key_valid = key_valid & (pad == 0)
-
+    k = _load_tile(K + b * stride_kb + h * stride_kh, offs_n, n_k, stride_kn,
+                   offs_d, head_dim, stride_kd, UPCAST)  # fmt: skip
+    v = _load_tile(V + b * stride_vb + h * stride_vh, offs_n, n_k, stride_vn,
+                   offs_d, head_dim, stride_vd, UPCAST)  # fmt: skip
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     q_base = Q + b * stride_qb + h * stride_qh
     do_base = DO + b * stride_dob + h * stride_doh
+    kpm_row = KPM + b * stride_kpm_b
     row_base = bh.to(tl.int64) * n_q
 
     # causal: queries before this block's first key cannot see any of its keys
     lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M if IS_CAUSAL else 0
     for start_m in range(lo, n_q, BLOCK_M):
         offs_m = start_m + offs_m0
-        m_ok = offs_m < n_q
-        qd_mask = m_ok[:, None] & d_ok[None, :]
-        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                    mask=qd_mask, other=0.0)  # fmt: skip
-        do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
-                     mask=qd_mask, other=0.0)  # fmt: skip
-        if UPCAST:
-            q = q.to(tl.float32)
-            do = do.to(tl.float32)
+        q = _load_tile(q_base, offs_m, n_q, stride_qm, offs_d, head_dim, stride_qd, UPCAST)
+        do = _load_tile(do_base, offs_m, n_q, stride_dom, offs_d, head_dim, stride_dod, UPCAST)
         # rows beyond Nq read LSE = +inf, so their P is exactly 0
-        lse = tl.load(LSE + row_base + offs_m, mask=m_ok, other=float("inf"))
-        delta = tl.load(DELTA + row_base + offs_m, mask=m_ok, other=0.0)
+        lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
+        delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
 
         # work with transposed blocks, (BLOCK_N, BLOCK_M), so dK and dV need no transposes
         st = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale
-        pt = tl.exp2(st - lse[None, :] * 1.4426950408889634)
-        valid = key_valid[:, None] & m_ok[None, :]
-        if IS_CAUSAL:
-            valid = valid & (offs_m[None, :] >= offs_n[:, None])
-        pt = tl.where(valid, pt, 0.0)
+        valid = _visible(kpm_row, offs_m[None, :], offs_n[:, None], n_q, n_k, IS_CAUSAL, HAS_KPM)
+        pt = _recompute_p(st, lse[None, :], valid)
         dpt = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         if HAS_DROPOUT:
             keep = _dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], n_q, n_k, dropout_p)
@@ -404,8 +369,9 @@ def _attn_bwd_dkdv_kernel(
 
     dk *= sm_scale
     out_offs = bh.to(tl.int64) * n_k * head_dim + offs_n[:, None] * head_dim + offs_d[None, :]
-    tl.store(DK + out_offs, dk.to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(DV + out_offs, dv.to(DV.dtype.element_ty), mask=kv_mask)
+    kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
+    tl.store(DK + out_offs, dk.to(DK.dtype.element_ty), mask=kv_ok)
+    tl.store(DV + out_offs, dv.to(DV.dtype.element_ty), mask=kv_ok)
 
 
 @triton.jit
@@ -442,51 +408,28 @@ def _attn_bwd_dq_kernel(
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < head_dim
-    m_ok = offs_m < n_q
 
     # this program's queries, their dO, LSE and Delta stay on chip
-    qd_mask = m_ok[:, None] & d_ok[None, :]
-    q = tl.load(
-        Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-        mask=qd_mask, other=0.0,
-    )  # fmt: skip
-    do = tl.load(
-        DO + b * stride_dob + h * stride_doh
-        + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
-        mask=qd_mask, other=0.0,
-    )  # fmt: skip
-    if UPCAST:
-        q = q.to(tl.float32)
-        do = do.to(tl.float32)
+    q = _load_tile(Q + b * stride_qb + h * stride_qh, offs_m, n_q, stride_qm,
+                   offs_d, head_dim, stride_qd, UPCAST)  # fmt: skip
+    do = _load_tile(DO + b * stride_dob + h * stride_doh, offs_m, n_q, stride_dom,
+                    offs_d, head_dim, stride_dod, UPCAST)  # fmt: skip
     row_base = bh.to(tl.int64) * n_q
-    lse = tl.load(LSE + row_base + offs_m, mask=m_ok, other=float("inf"))
-    delta = tl.load(DELTA + row_base + offs_m, mask=m_ok, other=0.0)
+    lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
+    delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     k_base = K + b * stride_kb + h * stride_kh
     v_base = V + b * stride_vb + h * stride_vh
+    kpm_row = KPM + b * stride_kpm_b
     hi = tl.minimum(n_k, (start_m + 1) * BLOCK_M) if IS_CAUSAL else n_k
     for start_n in range(0, hi, BLOCK_N):
         offs_n = start_n + offs_n0
-        k_ok = offs_n < n_k
-        kv_mask = k_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                    mask=kv_mask, other=0.0)  # fmt: skip
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                    mask=kv_mask, other=0.0)  # fmt: skip
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
+        k = _load_tile(k_base, offs_n, n_k, stride_kn, offs_d, head_dim, stride_kd, UPCAST)
+        v = _load_tile(v_base, offs_n, n_k, stride_vn, offs_d, head_dim, stride_vd, UPCAST)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        p = tl.exp2(s - lse[:, None] * 1.4426950408889634)
-        valid = k_ok[None, :]
-        if HAS_KPM:
-            pad = tl.load(KPM + b * stride_kpm_b + offs_n, mask=k_ok, other=1)
-            valid = valid & (pad == 0)[None, :]
-        if IS_CAUSAL:
-            valid = valid & (offs_n[None, :] <= offs_m[:, None])
-        p = tl.where(valid, p, 0.0)
+        valid = _visible(kpm_row, offs_m[:, None], offs_n[None, :], n_q, n_k, IS_CAUSAL, HAS_KPM)
+        p = _recompute_p(s, lse[:, None], valid)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         if HAS_DROPOUT:
             keep = _dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], n_q, n_k, dropout_p)
@@ -496,169 +439,8 @@ def _attn_bwd_dq_kernel(
 
     dq *= sm_scale
     out_offs = row_base * head_dim + offs_m[:, None] * head_dim + offs_d[None, :]
-    tl.store(DQ + out_offs, dq.to(DQ.dtype.element_ty), mask=qd_mask)
-
-
-@dataclass(frozen=True)
-class _LaunchConfig:
-    """Block sizes and warps: large tiles on a GPU, small ones under the interpreter."""
-
-    fwd_m: int
-    fwd_n: int
-    dkdv_m: int
-    dkdv_n: int
-    dq_m: int
-    dq_n: int
-    num_warps: int
-    num_stages: int
-
-
-def _launch_config(
-    head_dim_padded: int, dtype: torch.dtype, block_m: int | None, block_n: int | None
-) -> _LaunchConfig:
-    if block_m is not None or block_n is not None or interpreter_enabled():
-        bm = block_m or 32
-        bn = block_n or 32
-        for name, value in (("block_m", bm), ("block_n", bn)):
-            if value < 16 or value & (value - 1):
-                raise ValueError(f"{name} must be a power of two >= 16, got {value}")
-        return _LaunchConfig(bm, bn, bm, bn, bm, bn, num_warps=4, num_stages=1)
-    if dtype == torch.float32:
-        # fp32 tiles take twice the shared memory: smaller ones fit GPUs with ~100 KiB per SM
-        return _LaunchConfig(64, 32, 32, 64, 64, 32, num_warps=4, num_stages=2)
-    if head_dim_padded <= 64:
-        # Triton's fused-attention tutorial settings for D = 64 on recent GPUs
-        return _LaunchConfig(128, 64, 32, 128, 128, 32, num_warps=4, num_stages=3)
-    # D = 128: smaller backward tiles keep the fp32 accumulators in registers
-    return _LaunchConfig(128, 64, 32, 64, 64, 32, num_warps=8, num_stages=2)
-
-
-# Smaller tiles, tried in this order when the GPU lacks the shared memory for the tuned ones.
-# A T4 (Colab's free GPU) allows 64 KiB per block, and Triton's code for it needs more than
-# on newer GPUs: the tuned fp16 backward takes 80 KiB, 32 x 32 tiles 48 KiB, and fp32 with
-# D = 128 needs 16 x 16 tiles (33 KiB; ``benchmarks/kernels_compile.py --arch 75``).
-_FALLBACK_CONFIGS = (
-    _LaunchConfig(32, 32, 32, 32, 32, 32, num_warps=4, num_stages=1),
-    _LaunchConfig(16, 16, 16, 16, 16, 16, num_warps=4, num_stages=1),
-)
-_fitting_configs: dict[tuple[Any, ...], _LaunchConfig] = {}
-
-
-def _tile_area(cfg: _LaunchConfig) -> int:
-    return max(cfg.fwd_m * cfg.fwd_n, cfg.dkdv_m * cfg.dkdv_n, cfg.dq_m * cfg.dq_n)
-
-
-def _launch_fitting(
-    key: tuple[Any, ...] | None, cfg: _LaunchConfig, launch: Callable[[_LaunchConfig], Any]
-) -> Any:
-    """Run ``launch(cfg)``; where the GPU has too little shared memory for ``cfg``, run it
-    with the first smaller ``_FALLBACK_CONFIGS`` entry that fits, and remember that one.
-
-    Triton compares a kernel's shared memory with the device's limit before launching, so a
-    configuration that does not fit raises ``OutOfResources`` without side effects. ``key``
-    is ``(pass, device, dtype, padded head dim)``, or None for tile sizes the caller chose,
-    which are used as given.
-    """
-    if key is None:
-        return launch(cfg)
-    cfg = _fitting_configs.get(key, cfg)
-    candidates = [cfg, *(c for c in _FALLBACK_CONFIGS if _tile_area(c) < _tile_area(cfg))]
-    for candidate in candidates:
-        try:
-            result = launch(candidate)
-        except OutOfResources:
-            if candidate is candidates[-1]:
-                raise
-            continue
-        if candidate is not cfg:
-            warnings.warn(
-                f"flash_attention: this GPU has too little shared memory for the tuned tiles "
-                f"of the {key[0]} pass ({key[2]}, head dim {key[3]}); using "
-                f"{candidate.fwd_m} x {candidate.fwd_n} tiles (same result up to rounding, slower)",
-                stacklevel=2,
-            )
-        _fitting_configs[key] = candidate
-        return result
-    raise AssertionError("unreachable: the last candidate returns or raises")
-
-
-def _strides4(t: torch.Tensor) -> tuple[int, int, int, int]:
-    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
-
-
-class _FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, kpm, is_causal, scale, dropout_p, seed, block_m, block_n):  # type: ignore[override]
-        batch, n_heads, n_q, head_dim = q.shape
-        n_k = k.shape[2]
-        block_d = max(16, next_power_of_2(head_dim))
-        cfg = _launch_config(block_d, q.dtype, block_m, block_n)
-        dropout = (seed, dropout_p, 1.0 / (1.0 - dropout_p))
-        upcast = interpreter_enabled() and q.dtype == torch.bfloat16
-        precision = "ieee" if q.dtype == torch.float32 or upcast else "tf32"
-        o = torch.empty((batch, n_heads, n_q, head_dim), dtype=q.dtype, device=q.device)
-        lse = torch.empty((batch * n_heads, n_q), dtype=torch.float32, device=q.device)
-        kpm_arg = kpm if kpm is not None else lse  # dummy pointer, never read
-
-        def launch(cfg: _LaunchConfig) -> None:
-            _attn_fwd_kernel[(triton.cdiv(n_q, cfg.fwd_m), batch * n_heads)](
-                q, k, v, o, lse, kpm_arg,
-                *_strides4(q), *_strides4(k), *_strides4(v),
-                kpm.stride(0) if kpm is not None else 0,
-                n_heads, n_q, n_k, head_dim,
-                scale * LOG2E, *dropout,
-                IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout_p > 0,
-                UPCAST=upcast, DOT_PRECISION=precision,
-                BLOCK_M=cfg.fwd_m, BLOCK_N=cfg.fwd_n, BLOCK_D=block_d,
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            )  # fmt: skip
-
-        tuned = block_m is None and block_n is None
-        _launch_fitting(("forward", q.device, q.dtype, block_d) if tuned else None, cfg, launch)
-        ctx.save_for_backward(q, k, v, o, lse, kpm)
-        ctx.meta = (is_causal, scale, dropout, cfg, tuned, block_d, upcast, precision)
-        return o
-
-    @staticmethod
-    def backward(ctx, do):  # type: ignore[override]
-        q, k, v, o, lse, kpm = ctx.saved_tensors
-        is_causal, scale, dropout, cfg, tuned, block_d, upcast, precision = ctx.meta
-        batch, n_heads, n_q, head_dim = q.shape
-        n_k = k.shape[2]
-        delta = torch.empty_like(lse)
-        dq = torch.empty((batch, n_heads, n_q, head_dim), dtype=q.dtype, device=q.device)
-        dk = torch.empty((batch, n_heads, n_k, head_dim), dtype=k.dtype, device=k.device)
-        dv = torch.empty_like(dk)
-        kpm_arg = kpm if kpm is not None else lse
-        common = (
-            *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do),
-            kpm.stride(0) if kpm is not None else 0,
-            n_heads, n_q, n_k, head_dim, scale, scale * LOG2E, *dropout,
-        )  # fmt: skip
-
-        def launch(cfg: _LaunchConfig) -> None:
-            _attn_bwd_preprocess_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
-                o, do, delta, *_strides4(do), n_heads, n_q, head_dim,
-                BLOCK_M=cfg.dq_m, BLOCK_D=block_d,
-            )  # fmt: skip
-            flags = dict(
-                IS_CAUSAL=is_causal, HAS_KPM=kpm is not None, HAS_DROPOUT=dropout[1] > 0,
-                UPCAST=upcast, DOT_PRECISION=precision,
-                BLOCK_D=block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            )  # fmt: skip
-            if n_k > 0:
-                _attn_bwd_dkdv_kernel[(triton.cdiv(n_k, cfg.dkdv_n), batch * n_heads)](
-                    q, k, v, do, dk, dv, lse, delta, kpm_arg, *common,
-                    BLOCK_M=cfg.dkdv_m, BLOCK_N=cfg.dkdv_n, **flags,
-                )  # fmt: skip
-            _attn_bwd_dq_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
-                q, k, v, do, dq, lse, delta, kpm_arg, *common,
-                BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags,
-            )  # fmt: skip
-
-        # a fallback reruns all three kernels: each one overwrites what it writes
-        _launch_fitting(("backward", q.device, q.dtype, block_d) if tuned else None, cfg, launch)
-        return dq, dk, dv, None, None, None, None, None, None, None
+    q_ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
+    tl.store(DQ + out_offs, dq.to(DQ.dtype.element_ty), mask=q_ok)
 
 
 def flash_attention(
@@ -674,15 +456,16 @@ def flash_attention(
     block_m: int | None = None,
     block_n: int | None = None,
 ) -> torch.Tensor:
-    """FlashAttention (differentiable w.r.t. q, k and v).
+    """FlashAttention by these kernels (differentiable w.r.t. q, k and v).
 
     Args:
-        q: queries ``(B, H, Nq, D)``, float32/float16/bfloat16, ``1 <= D <= 128``.
+        q: queries ``(B, H, Nq, D)``, float32/float16/bfloat16, ``1 <= D <= 128``; a CUDA
+            tensor, or a CPU tensor under the interpreter.
         k: keys ``(B, H, Nk, D)``, same dtype and device.
         v: values ``(B, H, Nk, D)``.
         key_padding_mask: bool ``(B, Nk)``, True = padding.
         is_causal: query ``i`` sees keys ``j <= i`` only.
-        scale: score scale, default ``1 / sqrt(D)``.
+        scale: score scale, a finite number; default ``1 / sqrt(D)``.
         dropout_p: attention dropout rate in ``[0, 1)`` (apply only while training).
         seed: Philox seed of the dropout mask; default: drawn from torch's CPU generator,
             so ``torch.manual_seed`` makes runs repeatable.
@@ -693,47 +476,12 @@ def flash_attention(
     Returns:
         ``(B, H, Nq, D)`` in q's dtype; fully masked query rows are zeros.
     """
-    check_tensor("q", q, ndim=4)
-    check_tensor("k", k, ndim=4)
-    check_tensor("v", v, ndim=4)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, {v.device}")
-    batch, n_heads, n_q, head_dim = q.shape
-    if k.shape[:2] != (batch, n_heads) or k.shape[3] != head_dim or v.shape != k.shape:
-        raise ValueError(
-            f"expected k and v of shape ({batch}, {n_heads}, Nk, {head_dim}) matching q "
-            f"{tuple(q.shape)}, got k {tuple(k.shape)} and v {tuple(v.shape)}"
-        )
-    if not 1 <= head_dim <= MAX_HEAD_DIM:
-        raise ValueError(f"head dim must be in [1, {MAX_HEAD_DIM}], got {head_dim}")
-    n_k = k.shape[2]
-    if key_padding_mask is not None:
-        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-            got = getattr(key_padding_mask, "dtype", type(key_padding_mask).__name__)
-            raise TypeError(f"key_padding_mask must be a bool tensor, got {got}")
-        if key_padding_mask.shape != (batch, n_k):
-            raise ValueError(
-                f"key_padding_mask must have shape ({batch}, {n_k}), "
-                f"got {tuple(key_padding_mask.shape)}"
-            )
-        if key_padding_mask.device != q.device:
-            raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, q on {q.device}")
-        key_padding_mask = key_padding_mask.contiguous().view(torch.uint8)
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
-        raise TypeError(f"dropout_p must be a float, got {type(dropout_p).__name__}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if dropout_p > 0 else 0
-    if batch * n_heads * n_q == 0:
-        raise ValueError(f"q must have non-empty batch, head and query dims, got {tuple(q.shape)}")
-    return _FlashAttention.apply(
-        q, k, v, key_padding_mask, bool(is_causal), scale, float(dropout_p), int(seed),
-        block_m, block_n,
-    )  # fmt: skip
+    scale = check_attention_args(q, k, v, key_padding_mask, is_causal, scale, dropout_p)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t)
+    # imported here: the launcher imports this module's kernels
+    from lecturekit.kernels._attention_launch import launch_attention
 
-
-__all__ = ["attention_reference", "dropout_keep_mask", "flash_attention"]
+    return launch_attention(
+        q, k, v, key_padding_mask, is_causal, scale, dropout_p, seed, block_m, block_n
+    )

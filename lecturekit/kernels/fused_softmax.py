@@ -43,25 +43,12 @@ import torch
 import triton
 import triton.language as tl
 
-from lecturekit.kernels._utils import check_tensor, next_power_of_2
+from lecturekit.kernels._utils import check_softmax_args, check_tensor, next_power_of_2
 from lecturekit.kernels._utils import num_warps_for as _num_warps_for
+from lecturekit.kernels.reference import softmax_reference
 
 # Rows up to this many columns are kept in registers in one block.
 MAX_SINGLE_BLOCK = 8192
-
-
-def softmax_reference(
-    x: torch.Tensor, dim: int = -1, *, scale: float = 1.0, mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """PyTorch reference: ``softmax(x * scale + mask, dim)``, fully masked rows -> zeros."""
-    z = x * scale
-    if mask is not None:
-        z = z.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool else z + mask
-    # A row of -inf makes softmax return NaN (0/0); the convention here is zeros. The row
-    # is replaced before the softmax too, so that no NaN reaches the backward pass.
-    all_masked = torch.isneginf(z).all(dim=dim, keepdim=True)
-    y = torch.softmax(z.masked_fill(all_masked, 0.0), dim=dim)
-    return y.masked_fill(all_masked, 0.0)
 
 
 @triton.jit
@@ -247,33 +234,25 @@ def softmax(
     Args:
         x: float32/float16/bfloat16 tensor, any shape.
         dim: dimension to normalise over.
-        scale: multiplier applied to ``x`` before the mask (e.g. ``1 / sqrt(d_k)``).
+        scale: multiplier applied to ``x`` before the mask (e.g. ``1 / sqrt(d_k)``), finite.
         mask: broadcastable to ``x``; bool (True = masked out) or float (added to the logits,
-            ``-inf`` = masked out). Treated as a constant (no gradient).
+            ``-inf`` = masked out; NaN and ``+inf`` are refused). Treated as a constant (no
+            gradient).
         block_n: columns per block (power of two); default: the whole row in one block up to
             8192 columns, longer rows are processed in blocks with the online softmax.
 
     Returns:
         Tensor like ``x``; rows whose entries are all masked are zeros.
     """
+    x, mask = check_softmax_args(x, scale, mask)
     check_tensor("x", x)
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-        if mask.dtype != torch.bool and not mask.is_floating_point():
-            raise TypeError(f"mask must be bool or floating point, got {mask.dtype}")
-        if mask.requires_grad:
-            raise ValueError("mask must not require grad: the kernel treats it as a constant")
-        try:
-            mask = mask.expand(x.shape)
-        except RuntimeError as err:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to x {tuple(x.shape)}"
-            ) from err
-        if mask.device != x.device:
-            raise ValueError(f"mask is on {mask.device} but x is on {x.device}")
-    if x.dim() == 0:
-        raise ValueError("x must have at least one dimension")
+    return _launch(x, dim, scale, mask, block_n)
+
+
+def _launch(
+    x: torch.Tensor, dim: int, scale: float, mask: torch.Tensor | None, block_n: int | None
+) -> torch.Tensor:
+    """Run the kernels on validated arguments, ``mask`` expanded to ``x``'s shape or None."""
     xt = x.movedim(dim, -1)
     n_cols = xt.shape[-1]
     x2d = xt.reshape(-1, n_cols)

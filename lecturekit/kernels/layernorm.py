@@ -43,28 +43,14 @@ import triton
 import triton.language as tl
 
 from lecturekit.kernels._utils import (
+    MAX_FEATURES,
+    check_layer_norm_args,
     check_tensor,
     interpreter_enabled,
     next_power_of_2,
     num_warps_for,
 )
-
-# A row must fit in registers: 64 KiB per row, as in Triton's tutorial.
-MAX_FEATURES = 65536 // 4
-
-
-def layer_norm_reference(
-    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = 1e-5
-) -> torch.Tensor:
-    """PyTorch reference, written out: ``(x - mean) / sqrt(var + eps) * w + b``."""
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    y = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
+from lecturekit.kernels.reference import layer_norm_reference
 
 
 @triton.jit
@@ -270,32 +256,29 @@ def layer_norm(
     """Fused LayerNorm over the last dimension (differentiable w.r.t. x, weight and bias).
 
     Args:
-        x: ``(..., N)``, float32/float16/bfloat16, ``N <= 16384``.
+        x: ``(..., N)``, float32/float16/bfloat16, ``1 <= N <= 16384`` (a row must fit in
+            registers: 64 KiB, as in Triton's tutorial).
         weight: ``(N,)`` scale, or None for ones.
         bias: ``(N,)`` shift, or None for zeros.
-        eps: added to the variance.
+        eps: added to the variance, a finite number > 0.
 
     Returns:
         Tensor like ``x``.
     """
+    check_layer_norm_args(x, weight, bias, eps)
     check_tensor("x", x)
-    if x.dim() == 0:
-        raise ValueError("x must have at least one dimension")
+    return _launch(x, weight, bias, eps)
+
+
+def _launch(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> torch.Tensor:
+    """Run the kernels on validated arguments (None weight/bias: ones/zeros)."""
     n_cols = x.shape[-1]
-    if not 1 <= n_cols <= MAX_FEATURES:
-        raise ValueError(f"x's last dimension must be in [1, {MAX_FEATURES}], got {n_cols}")
     if weight is None:
         weight = torch.ones(n_cols, dtype=x.dtype, device=x.device)
     if bias is None:
         bias = torch.zeros(n_cols, dtype=x.dtype, device=x.device)
-    for name, p in (("weight", weight), ("bias", bias)):
-        check_tensor(name, p, ndim=1)
-        if p.shape[0] != n_cols:
-            raise ValueError(f"{name} must have shape ({n_cols},), got {tuple(p.shape)}")
-        if p.device != x.device:
-            raise ValueError(f"{name} is on {p.device} but x is on {x.device}")
-    if eps <= 0:
-        raise ValueError(f"eps must be positive, got {eps}")
     x2d = x.reshape(-1, n_cols)
     if x2d.stride(-1) != 1:
         x2d = x2d.contiguous()
@@ -303,4 +286,4 @@ def layer_norm(
     return y.reshape(x.shape)
 
 
-__all__ = ["layer_norm", "layer_norm_reference"]
+__all__ = ["MAX_FEATURES", "layer_norm", "layer_norm_reference"]

@@ -51,16 +51,12 @@ import triton
 import triton.language as tl
 
 from lecturekit.kernels._utils import check_int32_offsets, check_operands, check_tensor
+from lecturekit.kernels.reference import matmul_reference
 
 #: tile sizes (powers of two, at least 16, as ``tl.dot`` requires)
 DEFAULT_BLOCKS = (64, 64, 32)
 
 __all__ = ["DEFAULT_BLOCKS", "matmul", "matmul_reference"]
-
-
-def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """PyTorch reference: ``a @ b`` for ``a (M, K)``, ``b (K, N)`` -> ``(M, N)``."""
-    return a @ b
 
 
 @triton.jit

@@ -33,16 +33,12 @@ import triton
 import triton.language as tl
 
 from lecturekit.kernels._utils import check_int32_offsets, check_operands, check_tensor
+from lecturekit.kernels.reference import add_reference
 
 #: elements per program instance (a power of two, as ``tl.arange`` requires)
 DEFAULT_BLOCK_SIZE = 1024
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "add", "add_reference"]
-
-
-def add_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """PyTorch reference: ``x + y`` (same shape, same dtype)."""
-    return x + y
 
 
 @triton.jit

@@ -2,12 +2,16 @@
 correct kernels pass the checker, typical mistakes fail it (under the interpreter here, or on
 a GPU), for the reason the feedback names."""
 
+import pytest
+import torch
 import triton
 import triton.language as tl
 from _answer_tests import test_correct_solution_passes, test_mistake_fails_for_its_reason  # noqa: F401
 
 from lecturekit.exercises import get_exercise, list_exercises
+from lecturekit.exercises.ch07_kernels import _masked_lanes_poisoned
 from lecturekit.exercises.triton_answers import row_sum_kernel
+from lecturekit.kernels._utils import interpreter_enabled
 
 
 @triton.jit
@@ -37,6 +41,16 @@ def row_sum_mask_off_by_one(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         acc += tl.load(X + row * stride_row + cols, mask=cols <= n_cols, other=0.0)
+    tl.store(OUT + row, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def row_sum_mask_without_other(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr):
+    row = tl.program_id(0)  # masked lanes are undefined on a GPU: 0 only in the interpreter
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        acc += tl.load(X + row * stride_row + cols, mask=cols < n_cols)
     tl.store(OUT + row, tl.sum(acc, axis=0))
 
 
@@ -81,6 +95,7 @@ MISTAKES = {
     "kernels.row_sum_kernel": [
         (row_sum_without_mask, "得到 nan"),
         (row_sum_mask_off_by_one, "得到 nan"),
+        (row_sum_mask_without_other, "得到 nan"),
         (row_sum_rows_n_cols_apart, "数值不对"),
         (row_sum_one_block_only, "C = 32 是 4 块"),
         (row_sum_in_python, "@triton.jit"),
@@ -91,3 +106,23 @@ MISTAKES = {
 def test_every_kernel_exercise_has_solutions_and_mistakes():
     ids = [i for i in list_exercises(chapter=7) if get_exercise(i).launch is not None]
     assert sorted(SOLUTIONS) == sorted(MISTAKES) == sorted(ids) == ["kernels.row_sum_kernel"]
+
+
+@pytest.mark.skipif(not interpreter_enabled(), reason="the interpreter fills masked lanes")
+def test_masked_lanes_read_nan_only_while_poisoned():
+    """The interpreter reads 0 in masked lanes without ``other``; the checker makes them NaN
+    while a student's kernel runs, then puts the interpreter back as it was."""
+    x = torch.ones(2, 3)
+
+    def run() -> torch.Tensor:
+        out = torch.empty(2)
+        row_sum_mask_without_other[(2,)](x, out, 3, 3, BLOCK=4)
+        return out
+
+    assert torch.equal(run(), torch.full((2,), 3.0))
+    with _masked_lanes_poisoned():
+        assert run().isnan().all()
+        out = torch.empty(2)
+        row_sum_kernel[(2,)](x, out, 3, 3, BLOCK=4)  # other=0.0: unaffected
+        assert torch.equal(out, torch.full((2,), 3.0))
+    assert torch.equal(run(), torch.full((2,), 3.0))

@@ -9,11 +9,8 @@ import torch.nn.functional as F
 from _kernel_testing import assert_within_torch_error, interpreting
 
 import lecturekit.kernels as kernels
-from lecturekit.kernels.flash_attention import (
-    attention_reference,
-    dropout_keep_mask,
-    flash_attention,
-)
+from lecturekit.kernels.flash_attention import dropout_keep_mask, flash_attention
+from lecturekit.kernels.reference import attention_reference
 
 FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
 BF16_ON_GPU_ONLY = pytest.mark.skipif(
@@ -132,6 +129,16 @@ def test_bad_arguments_raise(device):
         flash_attention(q, q.half(), q)
 
 
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.5"])
+def test_scale_must_be_a_finite_number(device, scale):
+    """A NaN scale used to pass (``scale <= 0`` is False for NaN) and return NaN."""
+    q = torch.randn(1, 1, 4, 16, device=device)
+    error = TypeError if isinstance(scale, str) else ValueError
+    for attend in (flash_attention, kernels.attention):
+        with pytest.raises(error, match="scale must be a"):
+            attend(q, q, q, scale=scale)
+
+
 @pytest.mark.parametrize("causal, padded", [(False, True), (True, False)])
 def test_dropout_matches_reference_with_the_same_mask(device, causal, padded):
     batch, heads, n_q, n_k, dim, p = 2, 1, 17, 24, 16, 0.3
@@ -207,7 +214,7 @@ class _SmallSharedMemory:
 def test_tiles_shrink_to_fit_a_gpu_with_little_shared_memory(device, monkeypatch):
     from triton.runtime.errors import OutOfResources
 
-    from lecturekit.kernels import flash_attention as fa
+    from lecturekit.kernels import _attention_launch as fa
 
     tuned = fa._LaunchConfig(64, 32, 32, 64, 64, 32, num_warps=4, num_stages=1)  # fp32 on a GPU
     monkeypatch.setattr(fa, "_launch_config", lambda *args: tuned)

@@ -5,7 +5,9 @@ import torch
 import torch.nn.functional as F
 from _kernel_testing import assert_within_torch_error
 
-from lecturekit.kernels.layernorm import layer_norm, layer_norm_reference
+import lecturekit.kernels as kernels
+from lecturekit.kernels.layernorm import layer_norm
+from lecturekit.kernels.reference import layer_norm_reference
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -45,13 +47,20 @@ def test_layer_norm_without_affine_and_strided_rows(device):
 def test_layer_norm_bad_arguments_raise(device):
     with pytest.raises(ValueError, match="weight must have shape"):
         layer_norm(torch.randn(2, 8, device=device), torch.ones(7, device=device), None)
-    with pytest.raises(ValueError, match="eps must be positive"):
+    with pytest.raises(ValueError, match="eps must be > 0"):
         layer_norm(torch.randn(2, 8, device=device), None, None, eps=0.0)
 
 
-def test_public_wrapper(device):
-    import lecturekit.kernels as kernels
+@pytest.mark.parametrize("eps", [float("nan"), float("inf")])
+def test_layer_norm_refuses_an_eps_that_is_not_finite(device, eps):
+    """``eps=nan`` passed the old ``eps <= 0`` check and returned NaN."""
+    x = torch.randn(2, 8, device=device)
+    for fn in (layer_norm, kernels.layer_norm):
+        with pytest.raises(ValueError, match="eps must be a finite number"):
+            fn(x, None, None, eps=eps)
 
+
+def test_public_wrapper(device):
     x, w, b = (torch.randn(s, device=device) for s in ((4, 9), (9,), (9,)))
     for _ in range(2):
         torch.testing.assert_close(kernels.layer_norm(x, w, b), F.layer_norm(x, (9,), w, b))

@@ -4,7 +4,9 @@ import pytest
 import torch
 from _kernel_testing import assert_within_torch_error
 
-from lecturekit.kernels.fused_softmax import softmax, softmax_reference
+import lecturekit.kernels as kernels
+from lecturekit.kernels.fused_softmax import softmax
+from lecturekit.kernels.reference import softmax_reference
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -59,10 +61,32 @@ def test_softmax_bad_arguments_raise(device):
         softmax(x.double())
 
 
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), float("-inf")])
+def test_softmax_refuses_a_scale_that_is_not_finite(device, scale):
+    """``scale=nan`` used to return NaN silently."""
+    x = torch.randn(3, 5, device=device)
+    for fn in (softmax, kernels.softmax):
+        with pytest.raises(ValueError, match="scale must be a finite number"):
+            fn(x, scale=scale)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_softmax_refuses_nan_and_plus_inf_in_a_float_mask(device, bad):
+    """A +inf (or NaN) logit makes its whole row NaN: refused, while -inf still masks out."""
+    x = torch.randn(3, 5, device=device)
+    mask = torch.zeros(5, device=device)
+    mask[1] = float("-inf")
+    expected = softmax_reference(x, mask=mask)
+    assert (softmax(x, mask=mask)[:, 1] == 0).all()
+    torch.testing.assert_close(softmax(x, mask=mask), expected)
+    mask[2] = bad
+    for fn in (softmax, kernels.softmax):
+        with pytest.raises(ValueError, match=r"mask must hold finite values or -inf"):
+            fn(x, mask=mask)
+
+
 def test_public_wrapper_survives_submodule_import(device):
     """``lecturekit.kernels.softmax`` stays the function after its module has been imported."""
-    import lecturekit.kernels as kernels
-
     x = torch.randn(3, 5, device=device)
     for _ in range(2):
         torch.testing.assert_close(kernels.softmax(x, scale=2.0), torch.softmax(2 * x, dim=-1))

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import lecturekit.kernels as kernels
-from lecturekit.kernels.tiled_matmul import matmul, matmul_reference
+from lecturekit.kernels.reference import matmul_reference
+from lecturekit.kernels.tiled_matmul import matmul
 
 SMALL = (16, 16, 16)  # the smallest tiles tl.dot takes: several tiles even for tiny shapes
 

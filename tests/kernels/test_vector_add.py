@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import lecturekit.kernels as kernels
-from lecturekit.kernels.vector_add import add, add_reference
+from lecturekit.kernels.reference import add_reference
+from lecturekit.kernels.vector_add import add
 
 
 @pytest.mark.parametrize("n", [1, 7, 16, 17, 100])  # below, at and above one block of 16
