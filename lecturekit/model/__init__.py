@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from lecturekit.model import masks as masks
     from lecturekit.model import params as params
     from lecturekit.model import transformer as transformer
+    from lecturekit.model.attention import ATTENTION_FUNCTIONS as ATTENTION_FUNCTIONS
     from lecturekit.model.attention import MultiHeadAttention as MultiHeadAttention
     from lecturekit.model.attention import (
         scaled_dot_product_attention as scaled_dot_product_attention,
@@ -33,10 +34,12 @@ if TYPE_CHECKING:
     from lecturekit.model.config import ATTENTION_BACKENDS as ATTENTION_BACKENDS
     from lecturekit.model.config import LAYERNORM_BACKENDS as LAYERNORM_BACKENDS
     from lecturekit.model.config import POSITIONAL_ENCODINGS as POSITIONAL_ENCODINGS
+    from lecturekit.model.config import LayerConfig as LayerConfig
     from lecturekit.model.config import TransformerConfig as TransformerConfig
     from lecturekit.model.interop import EncoderDecoder as EncoderDecoder
     from lecturekit.model.interop import from_torch as from_torch
     from lecturekit.model.interop import to_torch as to_torch
+    from lecturekit.model.layers import LAYER_NORM_FUNCTIONS as LAYER_NORM_FUNCTIONS
     from lecturekit.model.layers import Decoder as Decoder
     from lecturekit.model.layers import DecoderLayer as DecoderLayer
     from lecturekit.model.layers import Encoder as Encoder
@@ -46,8 +49,6 @@ if TYPE_CHECKING:
     from lecturekit.model.layers import PositionwiseFeedForward as PositionwiseFeedForward
     from lecturekit.model.layers import SinusoidalPositionalEncoding as SinusoidalPositionalEncoding
     from lecturekit.model.masks import causal_mask as causal_mask
-    from lecturekit.model.masks import check_attn_mask as check_attn_mask
-    from lecturekit.model.masks import check_key_padding_mask as check_key_padding_mask
     from lecturekit.model.masks import fully_masked_rows as fully_masked_rows
     from lecturekit.model.masks import merge_masks as merge_masks
     from lecturekit.model.masks import padding_mask as padding_mask
