@@ -79,8 +79,8 @@ KEEP_ARTICLE = """() => {
 # Headings that Chromium turns into the PDF's bookmarks. Each chapter of the one-page build
 # keeps the ids its own page gave its sections ("id3" in many chapters), and Chromium merges
 # the bookmarks of headings that share an id into one with their titles run together
-# ("自测自测"), so every id after the first is renamed. A heading's text is squeezed to one
-# line (a line break in it was lost as a space). Each part of _toc.yml gets a heading above
+# ("自测自测"), so every id after the first is renamed. A heading's spaces become no-break
+# spaces (a space where the heading wrapped was lost from its bookmark). Each part of _toc.yml gets a heading above
 # its chapters, whose headings move one level down, so that the bookmarks have a part level.
 OUTLINE = """(parts) => {
   const seen = new Set();
@@ -106,6 +106,7 @@ OUTLINE = """(parts) => {
     sections.forEach(section => section.querySelectorAll('h2, h3, h4, h5').forEach(demote));
     const part = document.createElement('h2');
     part.className = 'lk-part';
+    part.id = `part-${added + 1}`;
     part.textContent = caption;
     sections[0].previousElementSibling.before(part);
     added += 1;
@@ -113,7 +114,8 @@ OUTLINE = """(parts) => {
   document.querySelectorAll('h1, h2, h3, h4, h5, h6').forEach(heading => {
     heading.querySelectorAll('.headerlink').forEach(link => link.remove());
     for (const text of heading.childNodes) {
-      if (text.nodeType === Node.TEXT_NODE) text.textContent = text.textContent.replace(/\\s+/g, ' ');
+      // no-break spaces: Chromium drops a space where a heading wraps from its bookmark
+      if (text.nodeType === Node.TEXT_NODE) text.textContent = text.textContent.replace(/\\s+/g, '\\u00a0');
     }
   });
   return added;

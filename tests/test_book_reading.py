@@ -277,6 +277,7 @@ def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> 
             drawn = viewer.locator("img").evaluate("img => [img.clientWidth, img.naturalWidth]")
             assert drawn[0] == drawn[1], f"the opened figure is shown at {drawn}"
             page.keyboard.press("Escape")
+            assert not viewer.evaluate("d => d.open"), "Escape did not close the figure"
         assert not problems, str(problems)
     finally:
         context.close()

@@ -97,6 +97,10 @@
       viewer.addEventListener("click", function (event) {
         if (event.target === viewer) viewer.close();
       });
+      // Sphinx's sphinx_highlight.js swallows Escape, which would close a dialog by default
+      viewer.addEventListener("keydown", function (event) {
+        if (event.key === "Escape") viewer.close();
+      });
       document.body.appendChild(viewer);
     }
     var big = viewer.querySelector(".lk-figure-scroll img");
