@@ -96,6 +96,18 @@ OUTLINE = """(parts) => {
     lower.replaceChildren(...heading.childNodes);
     heading.replaceWith(lower);
   };
+  // The chapters sit inside the intro's last section (where its toctree is); Chromium then
+  // runs that section's bookmark title together twice. They move out to follow it.
+  const spans = Array.from(document.querySelectorAll('span[id^="document-"]'));
+  let last = spans.length ? spans[0].parentElement.closest('section') : null;
+  if (last && last.parentElement.closest('section')) {
+    for (const span of spans) {
+      const chapter = span.nextElementSibling;
+      last.after(span);
+      if (chapter) span.after(chapter);
+      last = chapter || span;
+    }
+  }
   let added = 0;
   for (const [caption, documents] of parts) {
     const sections = documents
