@@ -109,6 +109,8 @@ pdf: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	$(VENV)/bin/jupyter-book build . --builder singlehtml -W -n --keep-going 2>&1 | tee $(PDF_LOG)
 	@if grep -q "WARNING" $(PDF_LOG); then echo "ERROR: the one-page build logged warnings (see $(PDF_LOG))" >&2; exit 1; fi
 	$(PY) book/make_pdf.py _build/singlehtml $(PDF_DIR)
+	@# the intro links the PDF beside the HTML book (book/_ext/downloads.py does it on a rebuild)
+	@if [ -d _build/html ]; then cp $(PDF_DIR)/*.pdf _build/html/; fi
 
 test: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@start=$$(date +%s); \
@@ -164,7 +166,8 @@ book-strict: setup
 
 browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [7/8] browser test: every built page offline, self-test answers, search, live JupyterLab"
-	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_lab.py \
+	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_book_reading.py \
+		tests/test_lab.py \
 		--run-book --run-lab -q -p no:cacheprovider
 
 pdf-check: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)

@@ -18,6 +18,7 @@ Usage: ``python book/make_pdf.py SINGLEHTML_DIR OUTPUT_DIR``; prints the path it
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import yaml
 CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 120_000
 ROOT = Path(__file__).resolve().parents[1]
+REPORT = "print-report.json"  # beside the PDF: the parts added, formulas still too wide
 
 # Print layout: the title page and the article alone (KEEP_ARTICLE drops the theme's header,
 # sidebars and footers); code wraps instead of being cut at the page's edge.
@@ -47,6 +49,10 @@ pre, pre code { white-space: pre-wrap !important; word-break: break-word; font-s
 img { max-width: 100% !important; break-inside: avoid; }
 figure, table, .cell_output img, mjx-container[display="true"] { break-inside: avoid; }
 h1, h2, h3 { break-after: avoid; }
+/* a part of the book (KEEP_ARTICLE adds one heading per part of _toc.yml) */
+h2.lk-part { break-before: page; text-align: center; font-size: 2rem; margin: 60mm 0 0 0; }
+h2.lk-part + span[id^="document-"] + section { break-before: page; }
+mjx-container[display="true"] { overflow: visible !important; }
 /* each chapter (each page of the web book) starts on a new sheet */
 span[id^="document-"] + section { break-before: page; }
 """
@@ -68,6 +74,77 @@ KEEP_ARTICLE = """() => {
   });
   title.after(toc);
   return true;
+}"""
+
+# Headings that Chromium turns into the PDF's bookmarks. Each chapter of the one-page build
+# keeps the ids its own page gave its sections ("id3" in many chapters), and Chromium merges
+# the bookmarks of headings that share an id into one with their titles run together
+# ("自测自测"), so every id after the first is renamed. A heading's spaces become no-break
+# spaces (a space where the heading wrapped was lost from its bookmark). Each part of _toc.yml gets a heading above
+# its chapters, whose headings move one level down, so that the bookmarks have a part level.
+OUTLINE = """(parts) => {
+  const seen = new Set();
+  document.querySelectorAll('[id]').forEach(element => {
+    let id = element.id, n = 1;
+    while (seen.has(id)) id = `${element.id}-${++n}`;
+    element.id = id;
+    seen.add(id);
+  });
+  const demote = heading => {
+    const lower = document.createElement('h' + Math.min(6, Number(heading.tagName[1]) + 1));
+    for (const attribute of heading.attributes) lower.setAttribute(attribute.name, attribute.value);
+    lower.replaceChildren(...heading.childNodes);
+    heading.replaceWith(lower);
+  };
+  // The chapters sit inside the intro's last section (where its toctree is); Chromium then
+  // runs that section's bookmark title together twice. They move out to follow it.
+  const spans = Array.from(document.querySelectorAll('span[id^="document-"]'));
+  let last = spans.length ? spans[0].parentElement.closest('section') : null;
+  if (last && last.parentElement.closest('section')) {
+    for (const span of spans) {
+      const chapter = span.nextElementSibling;
+      last.after(span);
+      if (chapter) span.after(chapter);
+      last = chapter || span;
+    }
+  }
+  let added = 0;
+  for (const [caption, documents] of parts) {
+    const sections = documents
+      .map(name => document.getElementById('document-' + name))
+      .filter(span => span && span.nextElementSibling)
+      .map(span => span.nextElementSibling);
+    if (!sections.length) continue;
+    sections.forEach(section => section.querySelectorAll('h2, h3, h4, h5').forEach(demote));
+    const part = document.createElement('h2');
+    part.className = 'lk-part';
+    part.id = `part-${added + 1}`;
+    part.textContent = caption;
+    sections[0].previousElementSibling.before(part);
+    added += 1;
+  }
+  document.querySelectorAll('h1, h2, h3, h4, h5, h6').forEach(heading => {
+    heading.querySelectorAll('.headerlink').forEach(link => link.remove());
+    for (const text of heading.childNodes) {
+      // no-break spaces: Chromium drops a space where a heading wraps from its bookmark
+      if (text.nodeType === Node.TEXT_NODE) text.textContent = text.textContent.replace(/\\s+/g, '\\u00a0');
+    }
+  });
+  return added;
+}"""
+
+# A display formula wider than the printed column would be cut at the page's edge: it is
+# scaled down to fit. Returns the formulas still wider than their column (none, normally).
+FIT_FORMULAS = """() => {
+  const clipped = [];
+  document.querySelectorAll('mjx-container[display="true"]').forEach(math => {
+    const column = math.parentElement.clientWidth;
+    const drawn = math.firstElementChild ? math.firstElementChild.getBoundingClientRect().width : 0;
+    if (drawn > column) math.style.fontSize = `${Math.floor((100 * column) / drawn) - 1}%`;
+    const after = math.firstElementChild ? math.firstElementChild.getBoundingClientRect().width : 0;
+    if (after > column + 1) clipped.push(math.textContent.slice(0, 60));
+  });
+  return clipped;
 }"""
 
 READY = """async () => {
@@ -94,6 +171,15 @@ FOOTER = (
     '<div style="font-size: 8px; width: 100%; text-align: center; color: #555;">'
     '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
 )
+
+
+def book_parts(toc: Path = ROOT / "_toc.yml") -> list[tuple[str, list[str]]]:
+    """The parts of ``_toc.yml``: (caption, the docnames of its chapters), in order."""
+    parts = yaml.safe_load(toc.read_text(encoding="utf-8")).get("parts", [])
+    return [
+        (part["caption"], [chapter["file"] for chapter in part.get("chapters", [])])
+        for part in parts
+    ]
 
 
 def pdf_name(config: Path = ROOT / "_config.yml") -> str:
@@ -153,6 +239,12 @@ def print_book(singlehtml: Path, output: Path) -> Path:
             if not page.evaluate(KEEP_ARTICLE):
                 raise SystemExit("the page lacks the article's title or the theme's print contents")
             page.add_style_tag(content=PRINT_CSS)
+            parts = page.evaluate(OUTLINE, book_parts())
+            clipped = page.evaluate(FIT_FORMULAS)
+            report = {"parts": parts, "clipped_formulas": clipped}
+            (output / REPORT).write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+            if clipped:
+                raise SystemExit(f"display formulas wider than the page: {clipped}")
             page.pdf(
                 path=str(target),
                 format="A4",

@@ -68,3 +68,38 @@ def test_index_keeps_book_terms_whole_and_stems_like_the_browser(tmp_path: Path)
     # the JavaScript side stems with Porter: "key" -> "kei", "bias" -> "bia"
     assert language.stem("key") == "kei" and language.stem("bias") == "bia"
     assert '"束搜索"' in language.js_splitter_code
+
+
+def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
+    rows = [
+        search_terms.GlossaryRow(("注意力",), (), "attention", "第 1 章"),
+        search_terms.GlossaryRow(("束搜索", "束宽"), (), "beam search / beam size", "第 5 章"),
+        search_terms.GlossaryRow(("层归一化",), (), "layer normalization (LayerNorm)", "第 3 章"),
+        search_terms.GlossaryRow(("基线",), (), "baseline", "第 6 章"),
+        search_terms.GlossaryRow(("显存",), (), "GPU memory (HBM on A100/H100)", "第 2 章"),
+    ]
+    order = [
+        "book/intro",
+        "notebooks/01_seq2seq",
+        "notebooks/02_attention",
+        "notebooks/03_encoder",
+        "notebooks/05_training",
+        "notebooks/06_exposure_bias",
+        "notebooks/capstone_pinyin",
+    ]
+    titles = {"notebooks/02_attention": "第 2 章 注意力(attention)"}
+    headings = {
+        "notebooks/01_seq2seq": ["给 RNN 加上注意力", "自测 1.6 束搜索"],
+        "notebooks/06_exposure_bias": ["贪心解码与束搜索"],
+        "notebooks/capstone_pinyin": ["基线：逐字查表"],
+    }
+    ranks = search_terms.teaching_chapters(rows, order, titles, headings)
+    assert ranks["注意力"] == ranks["attention"] == "notebooks/02_attention"  # the title
+    assert ranks["beam search"] == ranks["束宽"] == "notebooks/06_exposure_bias"  # a heading
+    assert ranks["layernorm"] == ranks["layer normalization"] == "notebooks/03_encoder"
+    assert ranks["baseline"] == "notebooks/06_exposure_bias"  # not the capstone's heading
+    assert ranks["gpu memory (hbm on a100/h100)"] == "notebooks/02_attention"
+    with pytest.raises(ExtensionError, match="第 9 章"):
+        search_terms.teaching_chapters(
+            [search_terms.GlossaryRow(("x",), (), "x", "第 9 章")], order, {}, {}
+        )

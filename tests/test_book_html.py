@@ -437,3 +437,61 @@ def test_search_typed_into_a_chapter_page(browser, query: str) -> None:  # type:
 
 
 OPENED = pytest.StashKey[list]()
+
+
+# The chapter that teaches a term, as a reader expects it (issue 31): Sphinx's own scores put
+# chapter 1 first for 注意力 and the intro or the lecture map first for the others.
+TAUGHT_IN = {
+    "注意力": "notebooks/02_attention",
+    "attention": "notebooks/02_attention",
+    "层归一化": "notebooks/03_encoder",
+    "layer normalization": "notebooks/03_encoder",
+    "LayerNorm": "notebooks/03_encoder",
+    "束搜索": "notebooks/06_exposure_bias",
+    "beam search": "notebooks/06_exposure_bias",
+    "教师强制": "notebooks/05_training",
+    "teacher forcing": "notebooks/05_training",
+}
+# The page a reader sees first: searchtools.js shows the results by popping the last one.
+FIRST_RESULT = """(query) => {
+  const results = Search._performSearch(...Search._parseQuery(query));
+  return results.length ? results[results.length - 1][0] : null;
+}"""
+
+
+def test_search_ranks_the_teaching_chapter_first(search_page) -> None:  # type: ignore[no-untyped-def]
+    wrong = {q: search_page.evaluate(FIRST_RESULT, q) for q in TAUGHT_IN}
+    wrong = {q: page for q, page in wrong.items() if page != TAUGHT_IN[q]}
+    assert not wrong, f"queries whose first result is not the teaching chapter: {wrong}"
+    # every glossary term and English name: its teaching chapter (BOOK_RANKS) comes first
+    ranks = search_page.evaluate("() => BOOK_RANKS")
+    assert len(ranks) >= 2 * len(GLOSSARY), len(ranks)
+    wrong = {q: search_page.evaluate(FIRST_RESULT, q) for q in ranks}
+    # a query of stop words only ("at") finds nothing, which misranks nothing; 显存's long
+    # English description ("GPU memory, device memory (DRAM; HBM on A100/H100)") has words
+    # chapter 2 lacks, so it finds only chapter 7, where GPU memory is explained
+    wrong = {q: page for q, page in wrong.items() if page not in (ranks[q], None)}
+    wrong = {q: page for q, page in wrong.items() if not q.startswith(("gpu memory", "dram"))}
+    assert not wrong, f"glossary queries whose first result is another page: {wrong}"
+
+
+@pytest.mark.parametrize("query", ["层归一化", "teacher forcing"])
+def test_search_results_show_the_matching_sentence(browser, query: str) -> None:  # type: ignore[no-untyped-def]
+    from urllib.parse import quote
+
+    context, page, problems = _open(browser, HTML / "search.html")
+    try:
+        page.goto(f"{(HTML / 'search.html').as_uri()}?q={quote(query)}", wait_until="load")
+        page.wait_for_function(
+            "() => (document.querySelector('#search-results .search-summary') || {}).innerText",
+            timeout=TIMEOUT_MS,
+        )
+        first = page.locator("#search-results ul.search > li").first
+        assert TAUGHT_IN[query] + ".html" in first.locator("a").first.get_attribute("href")
+        snippet = first.locator("p.context")
+        assert snippet.count() == 1, f"{query}: the first result has no snippet"
+        assert query.lower() in snippet.inner_text().lower(), snippet.inner_text()
+        assert snippet.locator("mark").inner_text().lower() == query.lower()
+        assert not problems, str(problems)
+    finally:
+        context.close()

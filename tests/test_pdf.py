@@ -3,7 +3,10 @@
 Run by ``make test`` after ``make pdf`` (``pytest tests/test_pdf.py --run-book``); skipped
 otherwise, like the browser test. Checks: a plausible page count; every font embedded, a CJK
 one among them; every chapter title extractable as text and bookmarked; every figure of the
-book printed; no raw TeX left in the text (MathJax typeset every formula).
+book printed; no raw TeX left in the text (MathJax typeset every formula); the bookmarks
+have a part level, no title run together twice and no space lost; no display formula was
+wider than the page (make_pdf.py scales a wide one down and reports any it could not fit);
+the Colab set-up cell is not printed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book"))
-from make_pdf import pdf_name  # noqa: E402
+from make_pdf import REPORT, book_parts, pdf_name  # noqa: E402
 
 PDF = ROOT / "_build" / "pdf" / pdf_name()
 SINGLEHTML = ROOT / "_build" / "singlehtml" / "print.html"
@@ -117,7 +120,8 @@ def test_every_chapter_title_is_text_and_a_bookmark(reader, text: str) -> None: 
 
 def test_every_figure_is_printed(reader) -> None:  # type: ignore[no-untyped-def]
     html = SINGLEHTML.read_text(encoding="utf-8")
-    figures = len(re.findall(r'<img [^>]*src="_images/', html))
+    # raster figures: the intro's cover is an SVG, which Chromium prints as vector paths
+    figures = len(re.findall(r'<img [^>]*src="_images/[^"]+\.(?:png|jpe?g)"', html))
     printed = sum(len(page.images) for page in reader.pages)
     assert figures > 0 and printed >= figures, f"{printed} images printed, {figures} in the book"
 
@@ -125,3 +129,48 @@ def test_every_figure_is_printed(reader) -> None:  # type: ignore[no-untyped-def
 def test_no_raw_tex_is_left(text: str) -> None:
     raw = [m.group(0) for m in RAW_TEX.finditer(text)]
     assert not raw, f"raw TeX in the PDF's text: {raw[:10]}"
+
+
+def _bookmarks(outline, depth: int = 0) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    found = []
+    for item in outline:
+        if isinstance(item, list):
+            found += _bookmarks(item, depth + 1)
+        else:
+            found.append((depth, item.title.replace("\xa0", " ")))
+    return found
+
+
+DOUBLED = re.compile(r"^(.{2,})\s*\1$")
+
+
+def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[no-untyped-def]
+    bookmarks = _bookmarks(reader.outline)
+    doubled = [title for _, title in bookmarks if DOUBLED.match(title)]
+    assert not doubled, f"bookmark titles run together twice: {doubled}"
+    # a Latin word glued to the next one ("andexposure"): every chapter title's words survive
+    titles = {title for _, title in bookmarks}
+    for title in _chapter_titles():
+        assert title in titles or re.sub(r"\s+", " ", title) in titles, (
+            f"chapter {title!r} is not a bookmark with its spaces: {sorted(titles)[:5]}…"
+        )
+    levels = {title: depth for depth, title in bookmarks}
+    for caption, _ in book_parts():
+        assert caption in levels, f"part {caption!r} has no bookmark"
+    chapter_depth = {levels[t] for t in _chapter_titles() if t in levels}
+    part_depth = {levels[caption] for caption, _ in book_parts()}
+    assert len(part_depth) == 1 and min(chapter_depth) > max(part_depth), (
+        f"parts at depth {part_depth}, chapters at {chapter_depth}: chapters must nest in parts"
+    )
+
+
+def test_no_display_formula_is_clipped() -> None:
+    import json
+
+    report = json.loads((PDF.parent / REPORT).read_text(encoding="utf-8"))
+    assert report["parts"] == len(book_parts()), report
+    assert report["clipped_formulas"] == [], report
+
+
+def test_the_colab_cell_is_not_printed(text: str) -> None:
+    assert "Colab set-up" not in text, "the Colab set-up cell is printed"

@@ -15,7 +15,13 @@ reader types is in no index entry. This extension
   glossary (``键``, ``值``; Sphinx drops every one-character word) and whose query splitter
   segments what the reader types the same way: a run of Chinese characters is kept whole
   when it is a term of the index or of the dictionary, otherwise cut into the longest such
-  terms from the left (a character that starts none is dropped, as the index holds none).
+  terms from the left (a character that starts none is dropped, as the index holds none);
+- ranks the chapter that teaches a glossary term first when the query is that term or its
+  English name (the glossary's 首次出现 column names the chapter): Sphinx's own scores put
+  the intro or the lecture map, which only name the term, above it;
+- shows under each result the first sentence of its page that holds the query (the pages'
+  text is written to ``_static/search_text.js``, loaded by the search page alone: Sphinx's
+  own summaries fetch the pages, which browsers refuse under ``file://``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import snowballstemmer
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.environment import BuildEnvironment
@@ -33,6 +40,9 @@ from sphinx.errors import ExtensionError
 from sphinx.search.zh import SearchChinese
 
 DICT_NAME = "search_terms.txt"  # under the doctree folder
+RANKS_NAME = "search_ranks.json"  # under the doctree folder: query -> the teaching chapter
+TEXT_JS = "search_text.js"  # under _static/ of the built site
+NOT_PAGES = ("_static", "_sources", "_images", "_sphinx_design_static", "genindex", "search")
 GLOSSARY_HEADING = "术语表"
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 # words that join the parts of a chapter title ("推理与曝光偏差")
@@ -139,6 +149,55 @@ var splitQuery = (query) => {
   }
   return words;
 };
+
+/* The chapter that teaches a glossary term ranks first for the term and its English name. */
+const BOOK_RANKS = %(ranks)s;
+const normaliseQuery = (query) => query.trim().toLowerCase().replace(/\\s+/g, " ");
+if (typeof Search !== "undefined" && typeof Scorer !== "undefined") {
+  const performSearch = Search._performSearch;
+  Search._performSearch = (query, ...rest) => {
+    Scorer.bookChapter = BOOK_RANKS[normaliseQuery(query)] || null;
+    return performSearch(query, ...rest);
+  };
+  Scorer.score = (result) => result[4] + (result[0] === Scorer.bookChapter ? 1000 : 0);
+}
+
+/* Under each result, the first sentence of its page that holds the query (search_text.js). */
+const bookSnippet = (text, query) => {
+  const lower = text.toLowerCase();
+  const wanted = [normaliseQuery(query), ...splitQuery(query).map((w) => w.toLowerCase())];
+  const word = wanted.find((w) => w && lower.includes(w));
+  if (!word) return null;
+  const at = lower.indexOf(word);
+  const stops = /[。！？；\\n]/;
+  let start = at;
+  while (start > 0 && at - start < 60 && !stops.test(text[start - 1])) start -= 1;
+  let end = at + word.length;
+  while (end < text.length && end - at < 90 && !stops.test(text[end])) end += 1;
+  const shown = (start > 0 && !stops.test(text[start - 1]) ? "…" : "") +
+    text.slice(start, end + 1) + (end < text.length - 1 && !stops.test(text[end]) ? "…" : "");
+  const p = document.createElement("p");
+  p.className = "context";
+  const mark = shown.toLowerCase().indexOf(word);
+  p.append(shown.slice(0, mark));
+  p.appendChild(document.createElement("mark")).textContent = shown.slice(mark, mark + word.length);
+  p.append(shown.slice(mark + word.length));
+  return p;
+};
+document.addEventListener("DOMContentLoaded", () => {
+  const results = document.getElementById("search-results");
+  const query = new URLSearchParams(window.location.search).get("q") || "";
+  if (!results || !query || typeof BOOK_TEXT === "undefined") return;
+  new MutationObserver(() => {
+    results.querySelectorAll("ul.search > li:not([data-snippet])").forEach((item) => {
+      item.dataset.snippet = "";
+      const href = (item.querySelector("a") || {}).getAttribute?.("href") || "";
+      const text = BOOK_TEXT[href.split("#")[0]];
+      const snippet = text && bookSnippet(text, query);
+      if (snippet) item.appendChild(snippet);
+    });
+  }).observe(results, {childList: true, subtree: true});
+});
 """
 
 
@@ -153,7 +212,14 @@ class BookChinese(SearchChinese):
         path = options.get("dict")
         terms = Path(path).read_text(encoding="utf-8").split() if path else []
         self.book_terms = frozenset(terms)
-        self.js_splitter_code = SPLITTER_JS % {"terms": json.dumps(terms, ensure_ascii=False)}
+        ranks_path = Path(path).with_name(RANKS_NAME) if path else None
+        ranks = (
+            ranks_path.read_text(encoding="utf-8") if ranks_path and ranks_path.is_file() else "{}"
+        )
+        self.js_splitter_code = SPLITTER_JS % {
+            "terms": json.dumps(terms, ensure_ascii=False),
+            "ranks": ranks,
+        }
 
     def word_filter(self, stemmed_word: str) -> bool:
         return super().word_filter(stemmed_word) or stemmed_word in self.book_terms
@@ -176,6 +242,106 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
     path = Path(app.config.html_search_options["dict"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(book_terms(glossary, sorted(titles))) + "\n", encoding="utf-8")
+    order = [d for d in _reading_order(app, env) if d.startswith(app.config.search_title_prefix)]
+    headings = {
+        d: [ref.astext() for ref in env.tocs[d].findall(nodes.reference)]
+        for d in order if d in env.tocs
+    }  # fmt: skip
+    titles_by_doc = {d: env.titles[d].astext() for d in order if d in env.titles}
+    ranks = teaching_chapters(glossary, order, titles_by_doc, headings)
+    path.with_name(RANKS_NAME).write_text(json.dumps(ranks, ensure_ascii=False), encoding="utf-8")
+
+
+def _reading_order(app: Sphinx, env: BuildEnvironment) -> list[str]:
+    """The documents in the order of the table of contents (the root's toctree)."""
+    order = list(env.toctree_includes.get(app.config.root_doc, []))
+    return order + sorted(set(env.found_docs) - set(order))
+
+
+def chapter_docname(label: str, docnames: list[str]) -> str:
+    """The page of the glossary's 首次出现 column: ``"第 6 章"`` -> ``notebooks/06_…``,
+    ``"综合项目"`` -> ``notebooks/capstone_…``, ``"附录"`` -> ``notebooks/…appendix``."""
+    number = re.fullmatch(r"第\s*(\d+)\s*章", label.strip())
+    if number:
+        found = [d for d in docnames if d.startswith(f"notebooks/{int(number.group(1)):02d}_")]
+    elif label.strip() == "综合项目":
+        found = [d for d in docnames if d.startswith("notebooks/capstone_")]
+    else:
+        found = [d for d in docnames if d.startswith("notebooks/") and "appendix" in d]
+    if len(found) != 1:
+        raise ExtensionError(f"search_terms: the glossary names {label!r}, pages {found}")
+    return found[0]
+
+
+def teaching_chapters(
+    glossary: list[GlossaryRow],
+    order: list[str],
+    titles: dict[str, str],
+    headings: dict[str, list[str]],
+) -> dict[str, str]:
+    """Query (lower case) -> the chapter that teaches it, for each Chinese term of a glossary
+    row and each of its English names (``"beam search / beam size"`` gives two).
+
+    The glossary's 首次出现 column names where a term is first used, which is not always
+    where it is taught (注意力 is used in chapter 1 and taught in chapter 2). The teaching
+    chapter is the first chapter, in reading order (``order``), whose title names the term;
+    else the first numbered chapter whose section headings name it (self-tests and links
+    left out; the capstone applies terms rather than teaching them); else the first-use
+    chapter. ``titles`` and ``headings`` are keyed by docname."""
+    ranks: dict[str, str] = {}
+    for row in glossary:
+        first_use = chapter_docname(row.chapter, order)
+        term = row.terms[0]
+        in_title = [d for d in order if term in titles.get(d, "")]
+        in_heading = [
+            d for d in order
+            if re.match(r"\d", d.rsplit("/", 1)[-1])
+            and any(term in h for h in headings.get(d, []) if not h.startswith(("自测", "[")))
+        ]  # fmt: skip
+        chapter = (in_title or in_heading or [first_use])[0]
+        english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
+        # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
+        names = [*row.terms, *english]
+        names += [PARENTHESISED.sub("", e) for e in english]
+        names += [q for e in english for q in PARENTHESISED.findall(e)]
+        for name in names:
+            key = re.sub(r"\s+", " ", name.strip().lower())
+            if key:
+                ranks.setdefault(key, chapter)
+    return ranks
+
+
+def page_texts(outdir: Path) -> dict[str, str]:
+    """Each built page's article as plain text (whitespace squeezed), keyed by its link as
+    the search page writes it (``notebooks/02_attention.html``)."""
+    from bs4 import BeautifulSoup
+
+    texts = {}
+    for page in sorted(outdir.rglob("*.html")):
+        name = page.relative_to(outdir).as_posix()
+        if name.startswith(NOT_PAGES):
+            continue
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        article = soup.select_one("article.bd-article")
+        if article is None:
+            continue
+        for hidden in article.select("script, style, .cell_input, .headerlink, mjx-assistive-mml"):
+            hidden.decompose()
+        texts[name] = re.sub(r"\s+", " ", article.get_text(" ")).strip()
+    return texts
+
+
+def _search_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:  # type: ignore[no-untyped-def]
+    if pagename == "search":
+        app.add_js_file(TEXT_JS)
+
+
+def _write_texts(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html" or app.builder.name != "html":
+        return
+    outdir = Path(app.outdir)
+    texts = json.dumps(page_texts(outdir), ensure_ascii=False)
+    (outdir / "_static" / TEXT_JS).write_text(f"var BOOK_TEXT = {texts};\n", encoding="utf-8")
 
 
 def setup(app: Sphinx) -> dict[str, object]:
@@ -184,4 +350,6 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_search_language(BookChinese)
     app.connect("config-inited", _configure)
     app.connect("env-updated", _write_dictionary)
+    app.connect("html-page-context", _search_page)
+    app.connect("build-finished", _write_texts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

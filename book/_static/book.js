@@ -1,0 +1,203 @@
+// The built book's own behaviour (added to every page by _config.yml's html_js_files):
+// the sidebar buttons work on every window, widgets say that they need a kernel, wide
+// figures open at their drawn size, and scrolled tables and formulas show that they scroll.
+// Checked in a browser by tests/test_book_html.py.
+(function () {
+  "use strict";
+
+  // pydata-sphinx-theme 0.17 renders its own ☰ buttons (.primary-toggle, .secondary-toggle)
+  // in the hidden top navbar and wires only the first button of each class; the buttons a
+  // reader sees are sphinx-book-theme's, later in the page, so they did nothing (upstream
+  // pydata-sphinx-theme issue 2451, still open). A click on a later button is handed to the
+  // first, whose handlers open the drawer on a narrow window and, through sphinx-book-theme,
+  // collapse the left sidebar on a wide one.
+  function wireSidebarToggles() {
+    ["primary", "secondary"].forEach(function (kind) {
+      var toggles = document.querySelectorAll("." + kind + "-toggle");
+      var wired = toggles[0];
+      Array.prototype.slice.call(toggles, 1).forEach(function (toggle) {
+        toggle.addEventListener(
+          "click",
+          function (event) {
+            event.preventDefault();
+            event.stopImmediatePropagation();
+            toggle.blur();
+            wired.click();
+          },
+          true,
+        );
+      });
+      // a link in the drawer (a page, or a heading of this page) closes it
+      var dialog = document.getElementById("pst-" + kind + "-sidebar-modal");
+      if (dialog) {
+        dialog.addEventListener("click", function (event) {
+          if (event.target.closest("a[href]")) dialog.close();
+        });
+      }
+    });
+  }
+
+  // The static book saves each widget's first state but has no Python to redraw its figure:
+  // its controls are shown disabled, with a label saying where they work.
+  var CONTROLS = [
+    ".widget-slider", ".widget-hslider", ".widget-vslider", ".widget-dropdown",
+    ".widget-toggle-buttons", ".widget-radio", ".widget-checkbox", ".widget-text",
+    ".widget-button", ".widget-play", ".widget-select", ".widget-toggle-button",
+    ".widget-inline-hbox",
+  ].join(", ");
+  var WIDGET_LABEL = "在 Jupyter / Colab 中可以拖动：网页版没有 Python，图停在初始值";
+
+  function disableWidgets() {
+    document.querySelectorAll(".widget-subarea").forEach(function (area) {
+      var controls = area.querySelectorAll(CONTROLS);
+      if (!controls.length || area.classList.contains("lk-static-widget")) return;
+      area.classList.add("lk-static-widget");
+      controls.forEach(function (control) {
+        control.inert = true;
+        control.setAttribute("aria-disabled", "true");
+        control.querySelectorAll("input, select, button, textarea").forEach(function (input) {
+          input.disabled = true;
+        });
+      });
+      var label = document.createElement("p");
+      label.className = "lk-widget-label";
+      label.textContent = WIDGET_LABEL;
+      area.insertBefore(label, area.firstChild);
+    });
+  }
+
+  function watchWidgets() {
+    if (!document.querySelector('script[type="application/vnd.jupyter.widget-view+json"]')) {
+      return;
+    }
+    // the widget manager renders after the window's load event, asynchronously
+    new MutationObserver(disableWidgets).observe(document.body, {
+      childList: true,
+      subtree: true,
+    });
+    disableWidgets();
+  }
+
+  // A figure shown much narrower than it was drawn opens at its drawn size on a click, in a
+  // dialog that scrolls; a link opens the image file itself (all offline).
+  var ZOOM_BELOW = 0.95;
+  var viewer = null;
+
+  function openViewer(img) {
+    if (!viewer) {
+      viewer = document.createElement("dialog");
+      viewer.className = "lk-figure-viewer";
+      viewer.innerHTML =
+        '<div class="lk-figure-bar"><a class="lk-figure-file" target="_blank">在新标签页打开原图</a>' +
+        '<button type="button" class="lk-figure-close" aria-label="关闭">✕ 关闭</button></div>' +
+        '<div class="lk-figure-scroll"><img alt=""></div>';
+      viewer.querySelector(".lk-figure-close").addEventListener("click", function () {
+        viewer.close();
+      });
+      viewer.addEventListener("click", function (event) {
+        if (event.target === viewer) viewer.close();
+      });
+      // Sphinx's sphinx_highlight.js swallows Escape, which would close a dialog by default
+      viewer.addEventListener("keydown", function (event) {
+        if (event.key === "Escape") viewer.close();
+      });
+      document.body.appendChild(viewer);
+    }
+    var big = viewer.querySelector(".lk-figure-scroll img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    big.style.width = img.naturalWidth + "px";
+    viewer.querySelector(".lk-figure-file").href = img.currentSrc || img.src;
+    viewer.showModal();
+  }
+
+  function markZoomable() {
+    document.querySelectorAll(".bd-article img").forEach(function (img) {
+      if (!img.naturalWidth || img.closest(".lk-figure-viewer")) return;
+      var shrunk = img.clientWidth < ZOOM_BELOW * img.naturalWidth;
+      img.classList.toggle("lk-zoomable", shrunk);
+      if (shrunk) {
+        img.title = "点击放大（原图 " + img.naturalWidth + " 像素宽）";
+        img.tabIndex = 0;
+      } else {
+        img.removeAttribute("title");
+        img.removeAttribute("tabindex");
+      }
+    });
+  }
+
+  function watchFigures() {
+    document.addEventListener("click", function (event) {
+      var img = event.target.closest && event.target.closest("img.lk-zoomable");
+      if (img) openViewer(img);
+    });
+    document.addEventListener("keydown", function (event) {
+      var img = event.target.closest && event.target.closest("img.lk-zoomable");
+      if (img && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        openViewer(img);
+      }
+    });
+    document.querySelectorAll(".bd-article img").forEach(function (img) {
+      if (!img.complete) img.addEventListener("load", markZoomable);
+    });
+    window.addEventListener("resize", markZoomable);
+    markZoomable();
+  }
+
+  // Tables and display formulas wider than the column scroll sideways (book.css); this marks
+  // the ones that do, so a shadow and a line under them say so.
+  var SCROLLERS = ".bd-article .pst-scrollable-table-container, .bd-article .table-wrapper," +
+    " .bd-article mjx-container[display='true'], .bd-article div.math";
+
+  function markScrollers() {
+    document.querySelectorAll(SCROLLERS).forEach(function (box) {
+      box.classList.toggle("lk-scrolls", box.scrollWidth > box.clientWidth + 1);
+    });
+  }
+
+  function watchScrollers() {
+    window.addEventListener("resize", markScrollers);
+    markScrollers();
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(markScrollers);
+    }
+  }
+
+  // Tooltips that Sphinx, pydata-sphinx-theme and myst-nb write in English under zh_CN
+  // (the theme's own words are translated at build time, book/_ext/theme_zh.py).
+  var WORDS = {
+    "Link to this heading": "本标题的链接",
+    "Toggle hidden content": "展开或收起",
+    "Color mode": "配色",
+    "System Settings": "跟随系统",
+    "Copy to clipboard": "复制",
+  };
+
+  function translateTooltips() {
+    ["title", "aria-label", "data-bs-original-title", "data-tooltip"].forEach(function (name) {
+      document.querySelectorAll("[" + name + "]").forEach(function (element) {
+        var words = WORDS[element.getAttribute(name)];
+        if (words) element.setAttribute(name, words);
+      });
+    });
+  }
+
+  function start() {
+    translateTooltips();
+    wireSidebarToggles();
+    watchWidgets();
+    watchFigures();
+    watchScrollers();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+  window.addEventListener("load", function () {
+    markZoomable();
+    markScrollers();
+  });
+})();

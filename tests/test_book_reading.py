@@ -1,0 +1,312 @@
+"""The built book as a student reads it, on a laptop (1366×900) and a phone (390×844).
+
+Run by ``make test`` after the strict build (``pytest tests/test_book_reading.py --run-book``);
+skipped otherwise. Checks what issue 31 found broken or in the way:
+
+- on a phone both drawers open (☰ the chapters, the list icon this page's contents) and a
+  link in each works; on a laptop ☰ collapses the left sidebar and widens the text;
+- no self-test's answer, nor the output of the check cell below it, shows before it is opened;
+- no exercise statement, table or display formula is wider than its column unless its box
+  scrolls and shows that it does;
+- every widget's controls are disabled with a label saying where they work (the static book
+  has no Python to redraw a figure);
+- every figure shown at less than 60 % of its drawn width opens at full size on a click;
+- the Colab set-up cell is not in the book; the theme speaks Simplified Chinese.
+
+Every page is also photographed at both sizes into ``_build/screenshots/<size>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_book_html import HTML, PAGES, ROOT, SCREENSHOTS, TIMEOUT_MS, _open, _page_id
+
+pytestmark = pytest.mark.book
+
+LAPTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SIZES = {"laptop": LAPTOP, "phone": PHONE}
+CHAPTER = HTML / "notebooks" / "03_encoder.html"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ZOOM_RATIO = 0.6
+
+
+def _sized(browser, path: Path, size: dict[str, int]):  # type: ignore[no-untyped-def]
+    context, page, problems = _open(browser, path)
+    page.set_viewport_size(size)
+    page.wait_for_load_state("load")
+    if page.locator(".math").count():
+        page.wait_for_function(
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+            timeout=TIMEOUT_MS,
+        )
+        page.evaluate("() => MathJax.startup.promise")
+    return context, page, problems
+
+
+def test_phone_chapter_menu_opens_and_a_link_works(browser) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, CHAPTER, PHONE)
+    try:
+        dialog = page.locator("#pst-primary-sidebar-modal")
+        assert not dialog.evaluate("d => d.open")
+        page.locator(".bd-header-article .primary-toggle").click()
+        page.wait_for_function(
+            "() => document.querySelector('#pst-primary-sidebar-modal').open", timeout=TIMEOUT_MS
+        )
+        link = dialog.locator("a.reference.internal[href*='05_training']").first
+        assert link.is_visible(), "the chapter menu opened but shows no link to chapter 5"
+        link.click()
+        page.wait_for_url("**/05_training.html*", timeout=TIMEOUT_MS)
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+def test_phone_page_contents_open_and_a_link_works(browser) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, CHAPTER, PHONE)
+    try:
+        page.locator(".bd-header-article .secondary-toggle").click()
+        page.wait_for_function(
+            "() => document.querySelector('#pst-secondary-sidebar-modal').open",
+            timeout=TIMEOUT_MS,
+        )
+        links = page.locator("#pst-secondary-sidebar-modal nav.page-toc a[href^='#']")
+        assert links.count() >= 5, "the page contents opened with fewer than 5 headings"
+        target = links.nth(3)
+        anchor = target.get_attribute("href")
+        target.click()
+        page.wait_for_function(
+            "() => !document.querySelector('#pst-secondary-sidebar-modal').open",
+            timeout=TIMEOUT_MS,
+        )
+        page.wait_for_timeout(300)
+        top = page.evaluate(
+            "(id) => document.getElementById(id).getBoundingClientRect().top", anchor[1:]
+        )
+        assert 0 <= top < PHONE["height"] / 2, f"{anchor} is at {top} px after following it"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+def test_laptop_menu_button_collapses_the_chapter_list(browser) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, CHAPTER, LAPTOP)
+    try:
+        width = "() => document.querySelector('article.bd-article').getBoundingClientRect().width"
+        before = page.evaluate(width)
+        assert page.locator("#pst-primary-sidebar").is_visible()
+        page.locator(".bd-header-article .primary-toggle").click()
+        page.wait_for_timeout(600)  # the theme's 0.25 s transition
+        assert not page.locator("#pst-primary-sidebar").is_visible()
+        assert not page.evaluate("() => document.querySelector('#pst-primary-sidebar-modal').open")
+        after = page.evaluate(width)
+        assert after > before + 100, f"the text column stayed {before:.0f} -> {after:.0f} px"
+        page.locator(".bd-header-article .primary-toggle").click()
+        page.wait_for_timeout(600)
+        assert page.locator("#pst-primary-sidebar").is_visible(), "☰ did not bring it back"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+def _evidence_lines() -> dict[str, list[str]]:
+    """Per chapter page, the first output line of each code cell right after a self-test's
+    Markdown cell: such a cell checks the answer, and its output gives it away."""
+    found: dict[str, list[str]] = {}
+    for notebook in NOTEBOOKS:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for before, cell in zip(cells, cells[1:], strict=False):
+            source = "".join(before["source"])
+            if before["cell_type"] != "markdown" or not re.search(r"^#+ 自测 ", source, re.M):
+                continue
+            if cell["cell_type"] != "code" or "show(" in "".join(cell["source"]):
+                continue  # an exercise cell states a task, it answers nothing
+            text = "".join(
+                "".join(output.get("text", ""))
+                for output in cell.get("outputs", [])
+                if output.get("output_type") == "stream"
+            )
+            if text.strip():
+                page = f"notebooks/{notebook.stem}.html"
+                found.setdefault(page, []).append(text.strip().splitlines()[0].strip())
+    return found
+
+
+EVIDENCE = _evidence_lines()
+VISIBLE_TEXT = """(lines) => lines.filter(line => Array.from(
+  document.querySelectorAll('article.bd-article pre')
+).some(pre => pre.textContent.includes(line) && pre.checkVisibility()))"""
+
+
+def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
+    # 自测 1.2, 1.3, 1.6, 2.2, 3.1, 3.2 and 5.5 (issue 31) have a check cell below them
+    counts = {page: len(lines) for page, lines in EVIDENCE.items()}
+    assert counts == {
+        "notebooks/01_seq2seq.html": 3,
+        "notebooks/02_attention.html": 1,
+        "notebooks/03_encoder.html": 2,
+        "notebooks/05_training.html": 1,
+    }, counts
+
+
+@pytest.mark.parametrize("name", sorted(EVIDENCE))
+def test_self_test_check_outputs_are_folded(browser, name: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, HTML / name, LAPTOP)
+    try:
+        lines = EVIDENCE[name]
+        assert page.evaluate(VISIBLE_TEXT, lines) == [], f"{name}: answers show before opening"
+        folds = page.locator("div.cell.tag_hide-cell > details > summary")
+        assert folds.count() == len(lines), f"{name}: {folds.count()} folded check cells"
+        for index in range(folds.count()):
+            folds.nth(index).click()
+        assert page.evaluate(VISIBLE_TEXT, lines) == lines, f"{name}: a fold did not open"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+OVERFLOW = """() => {
+  const article = document.querySelector('article.bd-article');
+  if (!article) return [];
+  const column = article.getBoundingClientRect();
+  const wide = [];
+  const boxes = 'article.bd-article .cell_output pre, article.bd-article table,'
+    + ' article.bd-article mjx-container[display="true"]';
+  document.querySelectorAll(boxes).forEach(box => {
+    if (!box.checkVisibility()) return;
+    const right = box.getBoundingClientRect().right;
+    // a box that scrolls sideways (overflow-x auto) must be marked to show its shadow
+    let scroller = box;
+    while (scroller && scroller !== document.body
+           && !(scroller.scrollWidth > scroller.clientWidth + 1
+                && getComputedStyle(scroller).overflowX !== 'visible')) {
+      scroller = scroller.parentElement;
+    }
+    const scrolls = scroller && scroller !== document.body;
+    if (scrolls && !scroller.classList.contains('lk-scrolls')) {
+      wide.push('scrolls without a shadow: ' + box.tagName + ' ' + box.textContent.slice(0, 50));
+    }
+    if (!scrolls && right > column.right + 1) {
+      wide.push('cut at the right: ' + box.tagName + ' ' + box.textContent.slice(0, 50));
+    }
+  });
+  return wide;
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_nothing_is_cut_at_the_right(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, path, SIZES[size])
+    try:
+        page.wait_for_timeout(200)
+        wide = page.evaluate(OVERFLOW)
+        assert not wide, f"{_page_id(path)} at {size}: " + "\n".join(wide[:10])
+    finally:
+        context.close()
+
+
+WIDGETS = """() => Array.from(document.querySelectorAll('.widget-subarea')).map(area => ({
+  label: area.classList.contains('lk-static-widget')
+    && (area.querySelector('.lk-widget-label') || {}).textContent || '',
+  live: Array.from(area.querySelectorAll('input, select, button'))
+    .filter(input => !input.disabled && !input.closest('[inert]')).length,
+  sliders: area.querySelectorAll('.widget-slider, .widget-hslider').length,
+}))"""
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WITH_WIDGETS = [p for p in PAGES if WIDGET_VIEW in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("path", WITH_WIDGETS, ids=_page_id)
+def test_widgets_are_disabled_and_labelled(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, path, LAPTOP)
+    try:
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('.lk-static-widget').length >= n",
+            arg=path.read_text(encoding="utf-8").count(WIDGET_VIEW),
+            timeout=TIMEOUT_MS,
+        )
+        widgets = page.evaluate(WIDGETS)
+        assert widgets and all("Jupyter / Colab" in w["label"] for w in widgets), widgets
+        assert all(w["live"] == 0 for w in widgets), widgets
+        slider = page.locator(".lk-static-widget .widget-readout").first
+        if slider.count():
+            before = slider.inner_text()
+            handle = page.locator(".lk-static-widget .noUi-handle, .lk-static-widget input")
+            box = handle.first.bounding_box()
+            if box:
+                page.mouse.move(box["x"] + 2, box["y"] + 2)
+                page.mouse.down()
+                page.mouse.move(box["x"] + 150, box["y"] + 2)
+                page.mouse.up()
+            assert slider.inner_text() == before, "a disabled slider still moved"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+SHRUNK = """(ratio) => Array.from(document.querySelectorAll('article.bd-article img'))
+  .filter(img => img.checkVisibility() && img.naturalWidth
+          && img.clientWidth < ratio * img.naturalWidth)
+  .map(img => ({src: img.getAttribute('src').split('/').pop().slice(0, 12),
+                shown: img.clientWidth, drawn: img.naturalWidth,
+                zoomable: img.classList.contains('lk-zoomable')}))"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, path, SIZES[size])
+    try:
+        page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
+                      ".catch(() => null)))")  # fmt: skip
+        page.wait_for_timeout(100)
+        shrunk = page.evaluate(SHRUNK, ZOOM_RATIO)
+        stuck = [figure for figure in shrunk if not figure["zoomable"]]
+        assert not stuck, f"{_page_id(path)} at {size}: figures too small to read: {stuck}"
+        if shrunk:
+            figure = page.locator("article.bd-article img.lk-zoomable").first
+            figure.scroll_into_view_if_needed()
+            figure.click()
+            viewer = page.locator("dialog.lk-figure-viewer")
+            assert viewer.evaluate("d => d.open"), "a click did not open the figure"
+            drawn = viewer.locator("img").evaluate("img => [img.clientWidth, img.naturalWidth]")
+            assert drawn[0] == drawn[1], f"the opened figure is shown at {drawn}"
+            page.keyboard.press("Escape")
+            assert not viewer.evaluate("d => d.open"), "Escape did not close the figure"
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
+THEME_WORDS = re.compile(r"Launch on|Toggle \w+ sidebar|Search this book|列印")
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_no_colab_cell_and_chinese_theme_words(path: Path) -> None:
+    html = path.read_text(encoding="utf-8")
+    assert "Colab set-up" not in html, f"{_page_id(path)} shows the Colab set-up cell"
+    words = THEME_WORDS.findall(html)
+    assert not words, f"{_page_id(path)}: theme strings not in Simplified Chinese: {words}"
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_screenshot_every_page(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    """A picture of each page's first screens at each size, for a reader to look at."""
+    context, page, problems = _sized(browser, path, SIZES[size])
+    try:
+        page.wait_for_timeout(300)
+        folder = SCREENSHOTS / size
+        folder.mkdir(parents=True, exist_ok=True)
+        name = _page_id(path).removesuffix(".html").replace("/", "__")
+        height = page.evaluate("() => document.documentElement.scrollHeight")
+        page.set_viewport_size({**SIZES[size], "height": min(height, 12_000)})
+        page.wait_for_timeout(200)
+        page.screenshot(path=str(folder / f"{name}.png"))
+    finally:
+        context.close()
