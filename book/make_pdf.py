@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -83,10 +84,26 @@ KEEP_ARTICLE = """() => {
 # spaces (a space where the heading wrapped was lost from its bookmark). Each part of _toc.yml gets a heading above
 # its chapters, whose headings move one level down, so that the bookmarks have a part level.
 OUTLINE = """(parts) => {
+  // the chapter (a page of the web book) an element belongs to: the section that follows
+  // a span id="document-..." marker
+  const chapterOf = element => {
+    for (let node = element; node; node = node.parentElement) {
+      const before = node.previousElementSibling;
+      if (before && before.matches('span[id^="document-"]')) return node;
+    }
+    return null;
+  };
+  // A renamed id takes the links of its own chapter with it, so a chapter's "#id3" still
+  // leads to that chapter's section, not to the first page that used the id.
   const seen = new Set();
   document.querySelectorAll('[id]').forEach(element => {
     let id = element.id, n = 1;
     while (seen.has(id)) id = `${element.id}-${++n}`;
+    const chapter = id === element.id ? null : chapterOf(element);
+    if (chapter) {
+      chapter.querySelectorAll(`a[href="#${CSS.escape(element.id)}"]`)
+        .forEach(link => link.setAttribute('href', '#' + id));
+    }
     element.id = id;
     seen.add(id);
   });
@@ -96,17 +113,20 @@ OUTLINE = """(parts) => {
     lower.replaceChildren(...heading.childNodes);
     heading.replaceWith(lower);
   };
-  // The chapters sit inside the intro's last section (where its toctree is); Chromium then
-  // runs that section's bookmark title together twice. They move out to follow it.
+  // The chapters sit inside the intro's section (where its toctree is): they move out to
+  // follow it, so that the parts below are not nested in the intro.
   const spans = Array.from(document.querySelectorAll('span[id^="document-"]'));
-  let last = spans.length ? spans[0].parentElement.closest('section') : null;
-  if (last && last.parentElement.closest('section')) {
+  const intro = spans.length ? spans[0].parentElement.closest('section') : null;
+  let last = intro;
+  if (intro) {
+    const wrapper = spans[0].parentElement;
     for (const span of spans) {
       const chapter = span.nextElementSibling;
       last.after(span);
       if (chapter) span.after(chapter);
       last = chapter || span;
     }
+    if (wrapper.matches('.toctree-wrapper') && !wrapper.children.length) wrapper.remove();
   }
   let added = 0;
   for (const [caption, documents] of parts) {
@@ -260,7 +280,40 @@ def print_book(singlehtml: Path, output: Path) -> Path:
             browser.close()
     if refused:
         raise SystemExit(f"the page asked for the network, which a PDF build must not: {refused}")
+    _undouble_bookmarks(target)
     return target
+
+
+def _undouble_bookmarks(pdf: Path) -> None:
+    """Write each bookmark title that Chromium ran together twice once.
+
+    Chromium (156) gives the last section of the intro the bookmark "书中的数字书中的数字"
+    although its heading, its id and its text are single; unique ids and the part headings
+    above remove every other case. No heading of the book repeats itself, so a title made
+    of one string twice is always this fault.
+    """
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=str(pdf))
+    outlines = writer.root_object.get("/Outlines")
+    pending = [outlines.get_object().get("/First")] if outlines is not None else []
+    changed = False
+    while pending:
+        item = pending.pop()
+        if item is None:
+            continue
+        node = item.get_object()
+        doubled = re.fullmatch(r"(.+)\1", str(node.get("/Title", "")), re.S)
+        if doubled:
+            node[NameObject("/Title")] = TextStringObject(doubled.group(1))
+            changed = True
+        pending += [node.get("/First"), node.get("/Next")]
+    if changed:
+        partial = pdf.with_suffix(".partial.pdf")
+        with partial.open("wb") as handle:
+            writer.write(handle)
+        partial.replace(pdf)
 
 
 def main(argv: list[str] | None = None) -> None:
