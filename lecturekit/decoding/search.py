@@ -100,7 +100,7 @@ def check_max_len(dec: IncrementalDecoder, max_len: Any, rows: int) -> None:
     which must fit in the memory of the device the model is on.
     """
     check_int("max_len", max_len, 1, MAX_DECODE_LEN)
-    model = getattr(dec, "model", None)
+    model: Any = getattr(dec, "model", None)  # the model a decoder wraps, if any
     config = getattr(model, "config", None)
     parameter = next(model.parameters(), None) if hasattr(model, "parameters") else None
     if config is None or parameter is None:

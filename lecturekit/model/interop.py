@@ -15,6 +15,8 @@ than relu and gelu.
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -163,6 +165,10 @@ def from_torch(module: nn.Module) -> nn.Module:
     return ours.to(reference.device, reference.dtype).train(module.training)
 
 
+@overload
+def _stack_from_torch(stack: nn.TransformerEncoder) -> Encoder: ...
+@overload
+def _stack_from_torch(stack: nn.TransformerDecoder) -> Decoder: ...
 def _stack_from_torch(stack: nn.TransformerEncoder | nn.TransformerDecoder) -> Encoder | Decoder:
     config = _layer_config(stack.layers[0])
     kind = Encoder if isinstance(stack, nn.TransformerEncoder) else Decoder
@@ -184,15 +190,17 @@ def to_torch(module: nn.Module) -> nn.Module:
         theirs: nn.Module = nn.MultiheadAttention(
             module.d_model, module.n_heads, module.dropout, batch_first=True
         )
-    elif isinstance(module, (EncoderLayer, DecoderLayer)):
-        theirs = _torch_layer(module)
+    elif isinstance(module, EncoderLayer):
+        theirs = nn.TransformerEncoderLayer(**_torch_layer_args(module.config))
+    elif isinstance(module, DecoderLayer):
+        theirs = nn.TransformerDecoderLayer(**_torch_layer_args(module.config))
     elif isinstance(module, (Encoder, Decoder)):
         theirs = _torch_stack(module)
     elif isinstance(module, EncoderDecoder):
-        attention = module.encoder.layers[0].self_attn
+        config = module.encoder.config
         theirs = nn.Transformer(
-            d_model=attention.d_model,
-            nhead=attention.n_heads,
+            d_model=config.d_model,
+            nhead=config.n_heads,
             custom_encoder=_torch_stack(module.encoder),
             custom_decoder=_torch_stack(module.decoder),
             batch_first=True,
@@ -207,14 +215,9 @@ def to_torch(module: nn.Module) -> nn.Module:
     return theirs.to(reference.device, reference.dtype).train(module.training)
 
 
-def _torch_layer(layer: EncoderLayer | DecoderLayer) -> nn.Module:
-    kind = (
-        nn.TransformerEncoderLayer
-        if isinstance(layer, EncoderLayer)
-        else nn.TransformerDecoderLayer
-    )
-    c = layer.config
-    return kind(
+def _torch_layer_args(c: LayerConfig) -> dict[str, Any]:
+    """The arguments of the torch layer (encoder or decoder) with the settings of ``c``."""
+    return dict(
         d_model=c.d_model,
         nhead=c.n_heads,
         dim_feedforward=c.d_ff,
@@ -229,8 +232,9 @@ def _torch_layer(layer: EncoderLayer | DecoderLayer) -> nn.Module:
 def _torch_stack(stack: Encoder | Decoder) -> nn.Module:
     if len(stack.layers) == 0:
         raise ValueError("the stack must have at least one layer, got 0")
-    layer = _torch_layer(stack.layers[0])
+    args = _torch_layer_args(stack.config)  # every layer of a stack has the stack's config
     norm = None if stack.norm is None else nn.LayerNorm(stack.norm.normalized_shape, stack.norm.eps)
     if isinstance(stack, Encoder):
+        layer = nn.TransformerEncoderLayer(**args)
         return nn.TransformerEncoder(layer, len(stack.layers), norm, enable_nested_tensor=False)
-    return nn.TransformerDecoder(layer, len(stack.layers), norm)
+    return nn.TransformerDecoder(nn.TransformerDecoderLayer(**args), len(stack.layers), norm)

@@ -44,6 +44,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     precomputed for ``max_len`` positions and extended on demand (no parameters).
     """
 
+    pe: Tensor  # (T, D), a buffer (register_buffer below), not a parameter
+
     def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()
         if d_model % 2 != 0:

@@ -12,6 +12,7 @@ The public methods check their input once, with the shared checks of
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from torch import Tensor, nn
 
@@ -28,7 +29,9 @@ from lecturekit.model.cache import KVCache
 from lecturekit.model.config import TransformerConfig
 from lecturekit.model.layers import (
     Decoder,
+    DecoderLayer,
     Encoder,
+    EncoderLayer,
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
 )
@@ -185,7 +188,7 @@ class Transformer(nn.Module):
         check_key_padding_mask("memory_key_padding_mask", memory_key_padding_mask, batch, length)
         check_int("capacity", capacity, minimum=1, optional=True)
         return KVCache.start(
-            [layer.cross_attn for layer in self.decoder.layers],
+            [layer.cross_attn for layer in self._decoder_layers()],
             memory,
             memory_key_padding_mask=memory_key_padding_mask,
             capacity=self.config.max_len if capacity is None else capacity,
@@ -262,15 +265,21 @@ class Transformer(nn.Module):
     def _collect_weights(self, encoder: bool, decoder: bool) -> None:
         weights = {} if encoder else (self.attention_weights or {})
         if encoder:
-            weights["encoder"] = [layer.attention_weights.detach() for layer in self.encoder.layers]
+            encoder_layers = cast("list[EncoderLayer]", list(self.encoder.layers))
+            weights["encoder"] = [_detached(layer.attention_weights) for layer in encoder_layers]
         if decoder:
+            decoder_layers = self._decoder_layers()
             weights["decoder_self"] = [
-                layer.attention_weights.detach() for layer in self.decoder.layers
+                _detached(layer.attention_weights) for layer in decoder_layers
             ]
             weights["decoder_cross"] = [
-                layer.cross_attention_weights.detach() for layer in self.decoder.layers
+                _detached(layer.cross_attention_weights) for layer in decoder_layers
             ]
         self.attention_weights = weights
+
+    def _decoder_layers(self) -> list[DecoderLayer]:
+        # the layers __init__ built (nn.ModuleList types its items as nn.Module)
+        return cast("list[DecoderLayer]", list(self.decoder.layers))
 
     # -- checks of the public input (lecturekit._common holds the shared ones) ---------------
     def _check_tokens(self, name: str, tokens: Tensor, vocab_size: int) -> None:
@@ -318,3 +327,10 @@ class Transformer(nn.Module):
             raise ValueError(
                 f"cannot decode position {len(cache)}: learned positions stop at max_len={c.max_len}"
             )
+
+
+def _detached(weights: Tensor | None) -> Tensor:
+    """A layer's attention weights, detached. ``_collect_weights`` runs only after a forward
+    with ``need_weights=True``, which always keeps them (the "math" backend)."""
+    assert weights is not None, "a layer ran without need_weights=True"
+    return weights.detach()

@@ -91,7 +91,8 @@ def save_checkpoint(
 
     path = guards.check_save_path(path)
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
-    if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
+    config: Any = getattr(model, "config", None)  # any model whose config has to_dict
+    if not hasattr(config, "to_dict"):
         raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
@@ -107,7 +108,7 @@ def save_checkpoint(
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "lecturekit_version": __version__,
-        "model_config": _plain(model.config.to_dict(), "model.config"),
+        "model_config": _plain(config.to_dict(), "model.config"),
         "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
         "src_vocab": None if src_vocab is None else src_vocab.to_dict(),
         "tgt_vocab": None if tgt_vocab is None else tgt_vocab.to_dict(),
@@ -305,16 +306,16 @@ def load_checkpoint(
         )
     saved = dict(payload["model_config"])
     if model is None:
-        config = _config(TransformerConfig, {**saved, **runtime_overrides}, where)
+        config: Any = _config(TransformerConfig, {**saved, **runtime_overrides}, where)
         guards.check_size(config, payload["state_dict"], where)  # before allocating anything
         model = Transformer(config)
         guards.check_weights(model.state_dict(), payload["state_dict"], where)
     else:
         model = getattr(model, "module", model)
-        if not hasattr(model, "config") or not hasattr(model.config, "to_dict"):
+        config = getattr(model, "config", None)
+        if not hasattr(config, "to_dict"):
             raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
-        _check_same_config(saved, model.config.to_dict())
-        config = model.config
+        _check_same_config(saved, config.to_dict())
         guards.check_weights(model.state_dict(), payload["state_dict"], where)
     model.load_state_dict(payload["state_dict"])
     model.to(device)

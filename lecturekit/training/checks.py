@@ -165,13 +165,13 @@ def check_pairs(pairs: Sequence[tuple[Any, Any]], split: str, model_config: Any)
     longest_src, longest_tgt = longest["source"], longest["target"]
     if c.positional != "learned":
         return
-    for side, length, limit in (
+    for part, length, limit in (
         ("source", longest_src, c.max_len),
         ("target", longest_tgt, c.max_len - 1),
     ):
         if length > limit:
             raise ValueError(
-                f"{split}: the longest {side} has {length} tokens but the model's learned "
+                f"{split}: the longest {part} has {length} tokens but the model's learned "
                 f"positions allow {limit} (max_len={c.max_len}); build the model with a larger "
                 f"max_len or drop the long examples"
             )
@@ -271,7 +271,9 @@ def clip_and_measure(parameters: Iterable[Tensor], clip_grad_norm: float | None)
     parameters = [p for p in parameters if p.grad is not None]
     if clip_grad_norm is not None:
         return torch.nn.utils.clip_grad_norm_(parameters, clip_grad_norm, foreach=True)
-    return torch.nn.utils.get_total_norm([p.grad for p in parameters], foreach=True)
+    return torch.nn.utils.get_total_norm(
+        [p.grad for p in parameters if p.grad is not None], foreach=True
+    )
 
 
 def parameter_norm(model: nn.Module) -> Tensor:

@@ -4,10 +4,13 @@ default model and training settings of the toy tasks."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lecturekit.training.checks import check_train_config
 from lecturekit.training.scheduled_sampling import ScheduledSampling
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from lecturekit.model.config import TransformerConfig
 
 __all__ = ["TrainConfig", "small_config", "small_train_config"]
 
@@ -74,12 +77,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         # the two conversions a frozen dataclass must do through object.__setattr__: a dict
         # from a checkpoint becomes its ScheduledSampling, a list of betas a tuple
-        if isinstance(self.scheduled_sampling, dict):
-            object.__setattr__(
-                self, "scheduled_sampling", ScheduledSampling(**self.scheduled_sampling)
-            )
-        if isinstance(self.betas, list):
-            object.__setattr__(self, "betas", tuple(self.betas))
+        # (values the annotations do not admit, hence typed as plain objects here)
+        sampling: object = self.scheduled_sampling
+        if isinstance(sampling, dict):
+            object.__setattr__(self, "scheduled_sampling", ScheduledSampling(**sampling))
+        betas: object = self.betas
+        if isinstance(betas, list):
+            object.__setattr__(self, "betas", tuple(betas))
         check_train_config(self)  # every field's type and range, with the fix in the message
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,14 +91,14 @@ class TrainConfig:
         return asdict(self)
 
 
-def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> Any:
+def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> TransformerConfig:
     """The default small Transformer for the toy tasks (trains in about a minute on 2 CPU
     cores; tuned with ``benchmarks/toy_task.py``): d_model 64, 4 heads, d_ff 128, 2 encoder
     and 2 decoder layers, no dropout, Post-LN as in the paper. ``overrides`` replace fields.
     """
     from lecturekit.model.config import TransformerConfig
 
-    fields_ = dict(
+    fields_: dict[str, Any] = dict(
         d_model=64,
         n_heads=4,
         d_ff=128,

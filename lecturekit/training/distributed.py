@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as torch_dist
 from torch import Tensor, nn
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from lecturekit.data.batching import Batch
 
 __all__ = ["DistContext", "setup", "wrap", "shard", "all_reduce_sum", "any_true", "cleanup"]
 
@@ -70,7 +74,7 @@ def wrap(model: nn.Module, ctx: DistContext) -> nn.Module:
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
-def shard(batch, ctx: DistContext):
+def shard(batch: Batch, ctx: DistContext) -> Batch:
     """This process' rows of a global ``Batch``: rows ``rank, rank + world_size, ...``.
 
     Every process draws the same global batch (same seed), so the shards partition it. A
@@ -89,7 +93,7 @@ def shard(batch, ctx: DistContext):
     return type(batch)(**{name: t[rows] for name, t in values.items()})
 
 
-def _pad_of(batch) -> int:
+def _pad_of(batch: Batch) -> int:
     # the padding id is what tgt_out holds under its padding mask (0 when nothing is padded)
     padded = batch.tgt_out[batch.tgt_padding_mask]
     return int(padded[0]) if len(padded) else 0

@@ -4,15 +4,18 @@ greedy-decoding exact match (p46: a whole sentence is right or wrong)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from lecturekit._common import eval_mode
 from lecturekit.decoding.search import greedy
 from lecturekit.training.checks import check_decode_length
 from lecturekit.training.losses import label_smoothed_nll
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from lecturekit.model.transformer import Transformer
 
 __all__ = ["evaluate"]
 
@@ -27,7 +30,7 @@ def _until_eos(tokens: Tensor, eos_id: int) -> list[list[int] | None]:
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module,
+    model: Transformer,
     data: Iterable[Any],
     label_smoothing: float = 0.0,
     decode_max_len: int | None = None,

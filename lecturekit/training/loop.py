@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -40,6 +40,9 @@ from lecturekit.training.history import History
 from lecturekit.training.losses import label_smoothed_nll
 from lecturekit.training.scheduled_sampling import mix_decoder_inputs
 from lecturekit.training.schedules import learning_rate, set_lr
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from lecturekit.model.transformer import Transformer
 
 __all__ = ["Stopping", "update", "train_steps", "fit"]
 
@@ -249,7 +252,7 @@ def _progress_bar(total: int | None, enabled: bool) -> Any:
 class _Run:
     """Everything one :func:`fit` call works with."""
 
-    model: nn.Module
+    model: Transformer
     trained: nn.Module  # the model, or its DistributedDataParallel wrapper
     optimizer: torch.optim.Optimizer
     config: TrainConfig
@@ -262,7 +265,7 @@ class _Run:
     bar: Any = None
 
 
-def _start(model: nn.Module, config: TrainConfig, valid: Iterable[Any] | None) -> _Run:
+def _start(model: Transformer, config: TrainConfig, valid: Iterable[Any] | None) -> _Run:
     """Join the process group, seed, move and wrap the model, build Adam (the paper's)."""
     dist = distributed.setup(config.device)
     device = dist.device if dist.enabled else _resolve_device(config)
@@ -361,10 +364,10 @@ def _record_step(
         run.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
 
 
-def _evaluate_and_record(run: _Run, step: int) -> dict[str, float]:
-    """Evaluation: :func:`evaluate` on the validation data, recorded in the history."""
+def _evaluate_and_record(run: _Run, valid: Iterable[Any], step: int) -> dict[str, float]:
+    """Evaluation: :func:`evaluate` on ``valid`` (``run.valid``), recorded in the history."""
     config, history = run.config, run.history
-    metrics = evaluate(run.model, run.valid, config.label_smoothing, config.valid_decode_max_len)
+    metrics = evaluate(run.model, valid, config.label_smoothing, config.valid_decode_max_len)
     history.eval_step.append(step)
     history.valid_loss.append(metrics["loss"])
     history.valid_token_accuracy.append(metrics["token_accuracy"])
@@ -384,7 +387,7 @@ def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
     due = step % config.eval_every == 0 if config.eval_every is not None else at_epoch_end
     stop = run.stopping.budget_spent(step)
     if run.valid is not None and (due or stop):
-        stop = run.stopping.target_reached(_evaluate_and_record(run, step)) or stop
+        stop = run.stopping.target_reached(_evaluate_and_record(run, run.valid, step)) or stop
     # every process must take the same decision, or the others wait forever
     return distributed.any_true(stop, run.dist, run.device)
 
@@ -395,7 +398,7 @@ def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
 
 
 def fit(
-    model: nn.Module,
+    model: Transformer,
     train: Any,
     valid: Any = None,
     config: TrainConfig | None = None,
@@ -446,7 +449,8 @@ def fit(
     auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
     if auto_valid:
         valid = train
-    train_batches = _as_batches(train, config, True, "train", model.config)
+    # None comes back only for a validation split (none given, or an empty TaskData split)
+    train_batches = cast("Iterable[Any]", _as_batches(train, config, True, "train", model.config))
     valid_batches = _as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
     check_passes(train_batches, config.epochs, config.max_steps)
     check_decode_length(config.valid_decode_max_len, model.config)
@@ -459,8 +463,9 @@ def fit(
     run.stopping = run.stopping.restarted()
     step, epoch, stop = 0, 0, False
     while not stop and (config.max_steps is not None or epoch < config.epochs):
-        if hasattr(getattr(train_batches, "batch_sampler", None), "set_epoch"):
-            train_batches.batch_sampler.set_epoch(epoch)
+        sampler: Any = getattr(train_batches, "batch_sampler", None)  # a DataLoader's
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
         batches_this_epoch = 0
         for batch in train_batches:
             check_batch_ids(batch, "train", model.config)
@@ -476,7 +481,7 @@ def fit(
         epoch += 1
     history = run.history
     if run.valid is not None and step and (not history.eval_step or history.eval_step[-1] != step):
-        _evaluate_and_record(run, step)
+        _evaluate_and_record(run, run.valid, step)
     if run.bar is not None:
         run.bar.close()
     history.seconds = run.stopping.elapsed()

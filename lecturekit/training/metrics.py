@@ -126,8 +126,9 @@ def corpus_bleu(
         for item in items:
             if not isinstance(item, (str, list, tuple)):
                 raise TypeError(f"{name} must hold str, got {type(item).__name__}")
-    if all(isinstance(r, str) for r in references):
-        streams = [references]
+    single = [r for r in references if isinstance(r, str)]
+    if len(single) == len(references):  # one reference string per hypothesis
+        streams: list[Sequence[str]] = [single]
     else:
         sizes = {len(r) if isinstance(r, (list, tuple)) else -1 for r in references}
         if len(sizes) != 1 or -1 in sizes or 0 in sizes:

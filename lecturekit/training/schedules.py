@@ -84,7 +84,8 @@ def learning_rate(step: int, config: TrainConfig, d_model: int) -> float:
     """The learning rate of optimiser step ``step`` (from 1) under ``config``."""
     if config.schedule == "noam":
         return noam_lr(step, d_model, config.warmup_steps, config.lr_factor)
-    if config.schedule == "cosine":
+    # a TrainConfig has decay_steps whenever its schedule is "cosine" (check_train_config)
+    if config.schedule == "cosine" and config.decay_steps is not None:
         return cosine_lr(step, config.lr, config.warmup_steps, config.decay_steps)
     return constant_lr(step, config.lr)
 
