@@ -5,7 +5,7 @@ course (the README's "package map" lists them with their chapters and slide page
 
 * ``lecturekit.model``: the model, read top to bottom in chapter order (config, masks,
   attention, layers, cache, transformer, params, interop);
-* ``lecturekit.kernels``: the Triton GPU kernels and the backend dispatch (kernels chapter);
+* ``lecturekit.kernels``: the Triton GPU kernels and their PyTorch references (kernels chapter);
 * ``lecturekit.training``: the training loop and its pieces (losses, schedules, scheduled
   sampling, checkpoints, distributed, metrics);
 * ``lecturekit.decoding``: greedy search, sampling, beam search, the step protocol;
