@@ -81,8 +81,8 @@ fused-attention tutorial does (the compiler inlines them): :func:`_program_ids` 
 program in the grid; :func:`_load_tile` reads a masked tile of Q, K, V or dO through any
 strides; :func:`_visible` combines the masks (queries past ``Nq``, keys past ``Nk``, padding,
 causal); :func:`_online_softmax_update` is the recurrence above; :func:`_recompute_p` rebuilds
-``P`` from the saved ``LSE`` in the backward pass; :func:`_attn_bwd_ds` does a backward tile's
-work (``P``, ``dP``, ``dS``) in either orientation; and :func:`_dropout_keep` regenerates the
+``P`` from the saved ``LSE`` in the backward pass; :func:`_attn_bwd_p_dp` does a backward tile's
+work (``P``, ``dP``) in either orientation; and :func:`_dropout_keep` regenerates the
 dropout mask. The autograd Function that launches the kernels, with its tile sizes, lives
 in ``_attention_launch``; the PyTorch reference in :mod:`lecturekit.kernels.reference`.
 """
@@ -299,14 +299,15 @@ def _attn_bwd_preprocess_kernel(
 
 
 @triton.jit
-def _attn_bwd_ds(a, b, c, d, lse, delta, kpm_row, q_idx, k_idx, n_q, n_k, qk_scale, seed, bh,
-                 dropout_p, dropout_scale, IS_CAUSAL: tl.constexpr, HAS_KPM: tl.constexpr,
-                 HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):  # fmt: skip
-    """The backward pass's work on one tile: recompute ``P``, then ``dP`` and ``dS``.
+def _attn_bwd_p_dp(a, b, c, d, lse, kpm_row, q_idx, k_idx, n_q, n_k, qk_scale, seed, bh,
+                   dropout_p, dropout_scale, IS_CAUSAL: tl.constexpr, HAS_KPM: tl.constexpr,
+                   HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):  # fmt: skip
+    """The backward pass's work on one tile: recompute ``P``, then ``dP``.
 
     ``a b^T`` are the scores and ``c d^T`` is ``dP``: ``(q, k, dO, v)`` for a tile of queries x
-    keys, ``(k, q, v, dO)`` for its transpose; ``lse``, ``delta``, ``q_idx`` and ``k_idx``
-    broadcast to the tile the same way. Returns ``P`` after dropout (for ``dV``) and ``dS``.
+    keys, ``(k, q, v, dO)`` for its transpose; ``lse``, ``q_idx`` and ``k_idx`` broadcast to the
+    tile the same way. Returns ``P``, ``P`` after dropout (for ``dV``) and ``dP`` after dropout,
+    from which the caller forms ``dS = P * (dP - Delta)``.
     """
     s = tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION) * qk_scale
     p = _recompute_p(s, lse, _visible(kpm_row, q_idx, k_idx, n_q, n_k, IS_CAUSAL, HAS_KPM))
@@ -316,7 +317,7 @@ def _attn_bwd_ds(a, b, c, d, lse, delta, kpm_row, q_idx, k_idx, n_q, n_k, qk_sca
         keep = _dropout_keep(seed, bh, q_idx, k_idx, n_q, n_k, dropout_p)
         p_dropped = tl.where(keep, p * dropout_scale, 0.0)
         dp = tl.where(keep, dp * dropout_scale, 0.0)
-    return p_dropped, p * (dp - delta)
+    return p, p_dropped, dp
 
 
 @triton.jit
@@ -374,11 +375,13 @@ def _attn_bwd_kernel(
             lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
             delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
             # transposed tiles, (BLOCK_N, BLOCK_M), so that dK and dV need no transposes
-            pt, dst = _attn_bwd_ds(k, q, v, do, lse[None, :], delta[None, :], kpm_row,
-                                   offs_m[None, :], offs_n[:, None], n_q, n_k, qk_scale, seed,
-                                   bh, dropout_p, dropout_scale, IS_CAUSAL, HAS_KPM,
-                                   HAS_DROPOUT, DOT_PRECISION)  # fmt: skip
-            dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+            pt, pt_dropped, dpt = _attn_bwd_p_dp(k, q, v, do, lse[None, :], kpm_row,
+                                                 offs_m[None, :], offs_n[:, None], n_q, n_k,
+                                                 qk_scale, seed, bh, dropout_p, dropout_scale,
+                                                 IS_CAUSAL, HAS_KPM, HAS_DROPOUT,
+                                                 DOT_PRECISION)  # fmt: skip
+            dv = tl.dot(pt_dropped.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+            dst = pt * (dpt - delta[None, :])
             dk = tl.dot(dst.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
         out_offs = bh.to(tl.int64) * n_k * head_dim + offs_n[:, None] * head_dim + offs_d[None, :]
         kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
@@ -396,10 +399,11 @@ def _attn_bwd_kernel(
             offs_n = start_n + tl.arange(0, BLOCK_N)
             k = _load_tile(k_base, offs_n, n_k, stride_kn, offs_d, head_dim, stride_kd, UPCAST)
             v = _load_tile(v_base, offs_n, n_k, stride_vn, offs_d, head_dim, stride_vd, UPCAST)
-            _, ds = _attn_bwd_ds(q, k, do, v, lse[:, None], delta[:, None], kpm_row,
-                                 offs_m[:, None], offs_n[None, :], n_q, n_k, qk_scale, seed, bh,
-                                 dropout_p, dropout_scale, IS_CAUSAL, HAS_KPM, HAS_DROPOUT,
-                                 DOT_PRECISION)  # fmt: skip
+            p, _, dp = _attn_bwd_p_dp(q, k, do, v, lse[:, None], kpm_row, offs_m[:, None],
+                                      offs_n[None, :], n_q, n_k, qk_scale, seed, bh, dropout_p,
+                                      dropout_scale, IS_CAUSAL, HAS_KPM, HAS_DROPOUT,
+                                      DOT_PRECISION)  # fmt: skip
+            ds = p * (dp - delta[:, None])
             dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
         out_offs = row_base * head_dim + offs_m[:, None] * head_dim + offs_d[None, :]
         q_ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
