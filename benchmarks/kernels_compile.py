@@ -93,12 +93,12 @@ def main() -> int:
             types = attention_types(dtype)
             # the tuned tiles, then the smaller ones used where they do not fit
             for tiles in (cfg, *launch._FALLBACK_CONFIGS):
-                for kernel, block_m, block_n in (
-                    (fa._attn_fwd_kernel, tiles.fwd_m, tiles.fwd_n),
-                    (fa._attn_bwd_dkdv_kernel, tiles.dkdv_m, tiles.dkdv_n),
-                    (fa._attn_bwd_dq_kernel, tiles.dq_m, tiles.dq_n),
+                for kernel, block_m, block_n, pass_flags in (
+                    (fa._attn_fwd_kernel, tiles.fwd_m, tiles.fwd_n, {}),
+                    (fa._attn_bwd_kernel, tiles.dkdv_m, tiles.dkdv_n, {"DKDV": True}),
+                    (fa._attn_bwd_kernel, tiles.dq_m, tiles.dq_n, {"DKDV": False}),
                 ):
-                    constexprs = dict(flags, BLOCK_M=block_m, BLOCK_N=block_n)
+                    constexprs = dict(flags, **pass_flags, BLOCK_M=block_m, BLOCK_N=block_n)
                     shared = compile_kernel(
                         target, kernel, types, constexprs, tiles.num_warps, tiles.num_stages
                     )

@@ -1,6 +1,7 @@
 """Launching the FlashAttention kernels of :mod:`lecturekit.kernels.flash_attention`: tile
 sizes, the fallback to smaller tiles where a GPU lacks shared memory, and the autograd
-Function that runs the forward kernel and, in the backward pass, the three backward kernels.
+Function that runs the forward kernel and, in the backward pass, the preprocessing kernel and
+the backward kernel's two launches (dK/dV, then dQ).
 
 Arguments arrive validated (``_utils.check_attention_args``).
 """
@@ -18,8 +19,7 @@ from triton.runtime.errors import OutOfResources
 
 from lecturekit.kernels._utils import LOG2E, interpreter_enabled, next_power_of_2
 from lecturekit.kernels.flash_attention import (
-    _attn_bwd_dkdv_kernel,
-    _attn_bwd_dq_kernel,
+    _attn_bwd_kernel,
     _attn_bwd_preprocess_kernel,
     _attn_fwd_kernel,
 )
@@ -158,7 +158,8 @@ class _FlashAttention(torch.autograd.Function):
         dk = torch.empty((batch, n_heads, n_k, head_dim), dtype=k.dtype, device=k.device)
         dv = torch.empty_like(dk)
         kpm_arg = kpm if kpm is not None else lse
-        common = (
+        args = (
+            q, k, v, do, dq, dk, dv, lse, delta, kpm_arg,
             *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do),
             kpm.stride(0) if kpm is not None else 0,
             n_heads, n_q, n_k, head_dim, scale, scale * LOG2E, *dropout,
@@ -174,17 +175,17 @@ class _FlashAttention(torch.autograd.Function):
                 UPCAST=upcast, DOT_PRECISION=precision,
                 BLOCK_D=block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
             )  # fmt: skip
+            # one kernel, two launches: a program per key block for dK and dV, then a
+            # program per query block for dQ (no atomics, so the result is deterministic)
             if n_k > 0:
-                _attn_bwd_dkdv_kernel[(triton.cdiv(n_k, cfg.dkdv_n), batch * n_heads)](
-                    q, k, v, do, dk, dv, lse, delta, kpm_arg, *common,
-                    BLOCK_M=cfg.dkdv_m, BLOCK_N=cfg.dkdv_n, **flags,
-                )  # fmt: skip
-            _attn_bwd_dq_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
-                q, k, v, do, dq, lse, delta, kpm_arg, *common,
-                BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags,
-            )  # fmt: skip
+                _attn_bwd_kernel[(triton.cdiv(n_k, cfg.dkdv_n), batch * n_heads)](
+                    *args, DKDV=True, BLOCK_M=cfg.dkdv_m, BLOCK_N=cfg.dkdv_n, **flags
+                )
+            _attn_bwd_kernel[(triton.cdiv(n_q, cfg.dq_m), batch * n_heads)](
+                *args, DKDV=False, BLOCK_M=cfg.dq_m, BLOCK_N=cfg.dq_n, **flags
+            )
 
-        # a fallback reruns all three kernels: each one overwrites what it writes
+        # a fallback reruns all three launches: each one overwrites what it writes
         _launch_fitting(("backward", q.device, q.dtype, block_d) if tuned else None, cfg, launch)
         return dq, dk, dv, None, None, None, None, None, None, None
 

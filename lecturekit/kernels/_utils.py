@@ -203,6 +203,12 @@ def check_attention_args(
     check_bool("is_causal", is_causal)
     check_number("scale", scale, optional=True)
     check_number("dropout_p", dropout_p, 0.0, 1.0, exclusive=("maximum",))
+    return attention_scale(scale, head_dim)
+
+
+def attention_scale(scale: float | None, head_dim: int) -> float:
+    """The score scale of attention: ``scale``, or ``1 / sqrt(head_dim)`` when it is None (the
+    one place that default is written, for the kernels and the reference alike)."""
     return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 

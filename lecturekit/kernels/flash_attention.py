@@ -52,11 +52,11 @@ With ``P = exp(S - LSE)``, ``dO`` the upstream gradient and ``Delta = rowsum(dO 
     dV = P^T dO          dP = dO V^T          dS = P * (dP - Delta)
     dQ = dS K * scale    dK = dS^T Q * scale
 
-Two kernels avoid atomic additions (so results are deterministic): one program per *key*
-block accumulates ``dK`` and ``dV`` while streaming query blocks; one program per *query*
-block accumulates ``dQ`` while streaming key blocks. Both recompute ``P`` from ``Q``, ``K``
-and the saved ``LSE`` instead of reading an ``Nq * Nk`` matrix: recomputing costs flops, which
-are cheap, and saves bytes, which are not.
+One backward kernel, launched twice, avoids atomic additions (so results are deterministic):
+with ``DKDV`` set, one program per *key* block accumulates ``dK`` and ``dV`` while streaming
+query blocks; without, one program per *query* block accumulates ``dQ`` while streaming key
+blocks. Both recompute ``P`` from ``Q``, ``K`` and the saved ``LSE`` instead of reading an
+``Nq * Nk`` matrix: recomputing costs flops, which are cheap, and saves bytes, which are not.
 
 Attention dropout
 -----------------
@@ -64,7 +64,7 @@ With ``dropout_p > 0`` each weight ``P_ij`` is kept with probability ``1 - dropo
 scaled by ``1 / (1 - dropout_p)`` (as ``torch.nn.functional.dropout`` does), after the
 softmax's denominator has been computed from all weights. The keep mask is never stored:
 element ``(i, j)`` of head ``bh`` draws Philox random number number
-``(bh * Nq + i) * Nk + j`` of a per-call seed, so the forward pass and both backward kernels
+``(bh * Nq + i) * Nk + j`` of a per-call seed, so the forward pass and both backward launches
 regenerate exactly the same mask. In the backward pass ``dV`` uses the dropped weights, and
 ``dP`` is masked and scaled the same way before ``dS = P * (dP - Delta)``;
 ``Delta = rowsum(dO * O)`` still holds because ``O`` is computed from the dropped weights.
@@ -76,14 +76,15 @@ arithmetic is wrong, so there the kernels convert bf16 blocks to fp32 right afte
 
 Code layout
 -----------
-The three kernels share their building blocks as ``@triton.jit`` helpers, as Triton's
-fused-attention tutorial does (the compiler inlines them): :func:`_load_tile` reads a masked
-tile of Q, K, V or dO through any strides; :func:`_visible` combines the three masks (keys
-past ``Nk``, padding, causal); :func:`_online_softmax_update` is the recurrence above;
-:func:`_recompute_p` rebuilds ``P`` from the saved ``LSE`` in the backward pass; and
-:func:`_dropout_keep` regenerates the dropout mask. The autograd Function that launches the
-kernels, with its tile sizes, lives in ``_attention_launch``; the PyTorch reference in
-:mod:`lecturekit.kernels.reference`.
+The kernels share their building blocks as ``@triton.jit`` helpers, as Triton's
+fused-attention tutorial does (the compiler inlines them): :func:`_program_ids` locates a
+program in the grid; :func:`_load_tile` reads a masked tile of Q, K, V or dO through any
+strides; :func:`_visible` combines the masks (queries past ``Nq``, keys past ``Nk``, padding,
+causal); :func:`_online_softmax_update` is the recurrence above; :func:`_recompute_p` rebuilds
+``P`` from the saved ``LSE`` in the backward pass; :func:`_attn_bwd_p_dp` does a backward tile's
+work (``P``, ``dP``) in either orientation; and :func:`_dropout_keep` regenerates the
+dropout mask. The autograd Function that launches the kernels, with its tile sizes, lives
+in ``_attention_launch``; the PyTorch reference in :mod:`lecturekit.kernels.reference`.
 """
 
 from __future__ import annotations
@@ -99,6 +100,14 @@ __all__ = ["MAX_HEAD_DIM", "attention_reference", "dropout_keep_mask", "flash_at
 
 # the same constant as a compile-time value: a kernel reads only constexpr globals
 _LOG2E = tl.constexpr(LOG2E)
+
+
+@triton.jit
+def _program_ids(n_heads):
+    """This program's block number (grid axis 0), its (batch x head) index ``bh`` (axis 1),
+    and the batch and head indices ``b``, ``h`` as 64-bit integers for pointer offsets."""
+    bh = tl.program_id(1)
+    return tl.program_id(0), bh, (bh // n_heads).to(tl.int64), (bh % n_heads).to(tl.int64)
 
 
 @triton.jit
@@ -221,10 +230,7 @@ def _attn_fwd_kernel(
     BLOCK_D: tl.constexpr,  # head dim padded to a power of two
 ):  # fmt: skip
     """One program per (query block, batch x head): stream K/V blocks, online softmax."""
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // n_heads).to(tl.int64)
-    h = (bh % n_heads).to(tl.int64)
+    start_m, bh, b, h = _program_ids(n_heads)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -282,10 +288,7 @@ def _attn_bwd_preprocess_kernel(
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """Delta = rowsum(dO * O), one program per (query block, batch x head)."""
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // n_heads).to(tl.int64)
-    h = (bh % n_heads).to(tl.int64)
+    start_m, bh, b, h = _program_ids(n_heads)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     o = _load_tile(OUT + bh.to(tl.int64) * n_q * head_dim, offs_m, n_q, head_dim,
@@ -296,9 +299,31 @@ def _attn_bwd_preprocess_kernel(
 
 
 @triton.jit
-def _attn_bwd_dkdv_kernel(
+def _attn_bwd_p_dp(a, b, c, d, lse, kpm_row, q_idx, k_idx, n_q, n_k, qk_scale, seed, bh,
+                   dropout_p, dropout_scale, IS_CAUSAL: tl.constexpr, HAS_KPM: tl.constexpr,
+                   HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):  # fmt: skip
+    """The backward pass's work on one tile: recompute ``P``, then ``dP``.
+
+    ``a b^T`` are the scores and ``c d^T`` is ``dP``: ``(q, k, dO, v)`` for a tile of queries x
+    keys, ``(k, q, v, dO)`` for its transpose; ``lse``, ``q_idx`` and ``k_idx`` broadcast to the
+    tile the same way. Returns ``P``, ``P`` after dropout (for ``dV``) and ``dP`` after dropout,
+    from which the caller forms ``dS = P * (dP - Delta)``.
+    """
+    s = tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION) * qk_scale
+    p = _recompute_p(s, lse, _visible(kpm_row, q_idx, k_idx, n_q, n_k, IS_CAUSAL, HAS_KPM))
+    dp = tl.dot(c, tl.trans(d), input_precision=DOT_PRECISION)
+    p_dropped = p
+    if HAS_DROPOUT:
+        keep = _dropout_keep(seed, bh, q_idx, k_idx, n_q, n_k, dropout_p)
+        p_dropped = tl.where(keep, p * dropout_scale, 0.0)
+        dp = tl.where(keep, dp * dropout_scale, 0.0)
+    return p, p_dropped, dp
+
+
+@triton.jit
+def _attn_bwd_kernel(
     Q, K, V, DO,  # (B, H, N, D) each, any strides
-    DK, DV,  # outputs (B, H, Nk, D), contiguous
+    DQ, DK, DV,  # outputs (B, H, Nq, D), (B, H, Nk, D), (B, H, Nk, D), contiguous
     LSE, DELTA,  # (B * H, Nq) fp32 from the forward pass and the preprocessing kernel
     KPM,  # key padding mask (B, Nk) uint8
     stride_qb, stride_qh, stride_qm, stride_qd,
@@ -307,7 +332,7 @@ def _attn_bwd_dkdv_kernel(
     stride_dob, stride_doh, stride_dom, stride_dod,
     stride_kpm_b,
     n_heads, n_q, n_k, head_dim,
-    sm_scale,  # the scale itself (dK = dS^T Q * scale)
+    sm_scale,  # the scale itself (dQ = dS K * scale, dK = dS^T Q * scale)
     qk_scale,  # scale * log2(e)
     seed,  # Philox seed of attention dropout (the forward's)
     dropout_p,
@@ -317,130 +342,72 @@ def _attn_bwd_dkdv_kernel(
     HAS_DROPOUT: tl.constexpr,
     UPCAST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,  # queries per step
-    BLOCK_N: tl.constexpr,  # keys per program
+    DKDV: tl.constexpr,  # True: a program per key block, dK and dV; False: per query block, dQ
+    BLOCK_M: tl.constexpr,  # queries per step (DKDV) or per program
+    BLOCK_N: tl.constexpr,  # keys per program (DKDV) or per step
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    """One program per (key block, batch x head): stream query blocks, accumulate dK and dV."""
-    start_n = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // n_heads).to(tl.int64)
-    h = (bh % n_heads).to(tl.int64)
-    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m0 = tl.arange(0, BLOCK_M)
+    """One program per (key block, batch x head) accumulating dK and dV while query blocks
+    stream past (``DKDV``), or per (query block, batch x head) accumulating dQ while key blocks
+    stream past. The block a program owns stays on chip; the other side is re-read."""
+    start, bh, b, h = _program_ids(n_heads)
     offs_d = tl.arange(0, BLOCK_D)
-
-    # this program's keys and values stay on chip: (BLOCK_N, BLOCK_D)
-    k = _load_tile(K + b * stride_kb + h * stride_kh, offs_n, n_k, stride_kn,
-                   offs_d, head_dim, stride_kd, UPCAST)  # fmt: skip
-    v = _load_tile(V + b * stride_vb + h * stride_vh, offs_n, n_k, stride_vn,
-                   offs_d, head_dim, stride_vd, UPCAST)  # fmt: skip
-    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     q_base = Q + b * stride_qb + h * stride_qh
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
     do_base = DO + b * stride_dob + h * stride_doh
     kpm_row = KPM + b * stride_kpm_b
     row_base = bh.to(tl.int64) * n_q
-
-    # causal: queries before this block's first key cannot see any of its keys
-    lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M if IS_CAUSAL else 0
-    for start_m in range(lo, n_q, BLOCK_M):
-        offs_m = start_m + offs_m0
-        q = _load_tile(q_base, offs_m, n_q, stride_qm, offs_d, head_dim, stride_qd, UPCAST)
-        do = _load_tile(do_base, offs_m, n_q, stride_dom, offs_d, head_dim, stride_dod, UPCAST)
-        # rows beyond Nq read LSE = +inf, so their P is exactly 0
-        lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
-        delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
-
-        # work with transposed blocks, (BLOCK_N, BLOCK_M), so dK and dV need no transposes
-        st = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale
-        valid = _visible(kpm_row, offs_m[None, :], offs_n[:, None], n_q, n_k, IS_CAUSAL, HAS_KPM)
-        pt = _recompute_p(st, lse[None, :], valid)
-        dpt = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
-        if HAS_DROPOUT:
-            keep = _dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], n_q, n_k, dropout_p)
-            pt_dropped = tl.where(keep, pt * dropout_scale, 0.0)
-            dpt = tl.where(keep, dpt * dropout_scale, 0.0)
-        else:
-            pt_dropped = pt
-        dv = tl.dot(pt_dropped.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
-        dst = pt * (dpt - delta[None, :])
-        dk = tl.dot(dst.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
-
-    dk *= sm_scale
-    out_offs = bh.to(tl.int64) * n_k * head_dim + offs_n[:, None] * head_dim + offs_d[None, :]
-    kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
-    tl.store(DK + out_offs, dk.to(DK.dtype.element_ty), mask=kv_ok)
-    tl.store(DV + out_offs, dv.to(DV.dtype.element_ty), mask=kv_ok)
-
-
-@triton.jit
-def _attn_bwd_dq_kernel(
-    Q, K, V, DO,  # (B, H, N, D) each, any strides
-    DQ,  # output (B, H, Nq, D), contiguous
-    LSE, DELTA,  # (B * H, Nq) fp32
-    KPM,  # key padding mask (B, Nk) uint8
-    stride_qb, stride_qh, stride_qm, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_dob, stride_doh, stride_dom, stride_dod,
-    stride_kpm_b,
-    n_heads, n_q, n_k, head_dim,
-    sm_scale,
-    qk_scale,
-    seed,
-    dropout_p,
-    dropout_scale,
-    IS_CAUSAL: tl.constexpr,
-    HAS_KPM: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,  # queries per program
-    BLOCK_N: tl.constexpr,  # keys per step
-    BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    """One program per (query block, batch x head): stream key blocks, accumulate dQ."""
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // n_heads).to(tl.int64)
-    h = (bh % n_heads).to(tl.int64)
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n0 = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-
-    # this program's queries, their dO, LSE and Delta stay on chip
-    q = _load_tile(Q + b * stride_qb + h * stride_qh, offs_m, n_q, stride_qm,
-                   offs_d, head_dim, stride_qd, UPCAST)  # fmt: skip
-    do = _load_tile(DO + b * stride_dob + h * stride_doh, offs_m, n_q, stride_dom,
-                    offs_d, head_dim, stride_dod, UPCAST)  # fmt: skip
-    row_base = bh.to(tl.int64) * n_q
-    lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
-    delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
-
-    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    k_base = K + b * stride_kb + h * stride_kh
-    v_base = V + b * stride_vb + h * stride_vh
-    kpm_row = KPM + b * stride_kpm_b
-    hi = tl.minimum(n_k, (start_m + 1) * BLOCK_M) if IS_CAUSAL else n_k
-    for start_n in range(0, hi, BLOCK_N):
-        offs_n = start_n + offs_n0
+    if DKDV:
+        offs_n = start * BLOCK_N + tl.arange(0, BLOCK_N)
         k = _load_tile(k_base, offs_n, n_k, stride_kn, offs_d, head_dim, stride_kd, UPCAST)
         v = _load_tile(v_base, offs_n, n_k, stride_vn, offs_d, head_dim, stride_vd, UPCAST)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        valid = _visible(kpm_row, offs_m[:, None], offs_n[None, :], n_q, n_k, IS_CAUSAL, HAS_KPM)
-        p = _recompute_p(s, lse[:, None], valid)
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
-        if HAS_DROPOUT:
-            keep = _dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], n_q, n_k, dropout_p)
-            dp = tl.where(keep, dp * dropout_scale, 0.0)
-        ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
-
-    dq *= sm_scale
-    out_offs = row_base * head_dim + offs_m[:, None] * head_dim + offs_d[None, :]
-    q_ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
-    tl.store(DQ + out_offs, dq.to(DQ.dtype.element_ty), mask=q_ok)
+        dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        # causal: queries before this block's first key cannot see any of its keys
+        lo = (start * BLOCK_N // BLOCK_M) * BLOCK_M if IS_CAUSAL else 0
+        for start_m in range(lo, n_q, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            q = _load_tile(q_base, offs_m, n_q, stride_qm, offs_d, head_dim, stride_qd, UPCAST)
+            do = _load_tile(do_base, offs_m, n_q, stride_dom, offs_d, head_dim, stride_dod,
+                            UPCAST)  # fmt: skip
+            # rows beyond Nq read LSE = +inf, so their P is exactly 0
+            lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
+            delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
+            # transposed tiles, (BLOCK_N, BLOCK_M), so that dK and dV need no transposes
+            pt, pt_dropped, dpt = _attn_bwd_p_dp(k, q, v, do, lse[None, :], kpm_row,
+                                                 offs_m[None, :], offs_n[:, None], n_q, n_k,
+                                                 qk_scale, seed, bh, dropout_p, dropout_scale,
+                                                 IS_CAUSAL, HAS_KPM, HAS_DROPOUT,
+                                                 DOT_PRECISION)  # fmt: skip
+            dv = tl.dot(pt_dropped.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+            dst = pt * (dpt - delta[None, :])
+            dk = tl.dot(dst.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+        out_offs = bh.to(tl.int64) * n_k * head_dim + offs_n[:, None] * head_dim + offs_d[None, :]
+        kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
+        tl.store(DK + out_offs, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_ok)
+        tl.store(DV + out_offs, dv.to(DV.dtype.element_ty), mask=kv_ok)
+    else:
+        offs_m = start * BLOCK_M + tl.arange(0, BLOCK_M)
+        q = _load_tile(q_base, offs_m, n_q, stride_qm, offs_d, head_dim, stride_qd, UPCAST)
+        do = _load_tile(do_base, offs_m, n_q, stride_dom, offs_d, head_dim, stride_dod, UPCAST)
+        lse = tl.load(LSE + row_base + offs_m, mask=offs_m < n_q, other=float("inf"))
+        delta = tl.load(DELTA + row_base + offs_m, mask=offs_m < n_q, other=0.0)
+        dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        hi = tl.minimum(n_k, (start + 1) * BLOCK_M) if IS_CAUSAL else n_k
+        for start_n in range(0, hi, BLOCK_N):
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            k = _load_tile(k_base, offs_n, n_k, stride_kn, offs_d, head_dim, stride_kd, UPCAST)
+            v = _load_tile(v_base, offs_n, n_k, stride_vn, offs_d, head_dim, stride_vd, UPCAST)
+            p, _, dp = _attn_bwd_p_dp(q, k, do, v, lse[:, None], kpm_row, offs_m[:, None],
+                                      offs_n[None, :], n_q, n_k, qk_scale, seed, bh, dropout_p,
+                                      dropout_scale, IS_CAUSAL, HAS_KPM, HAS_DROPOUT,
+                                      DOT_PRECISION)  # fmt: skip
+            ds = p * (dp - delta[:, None])
+            dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+        out_offs = row_base * head_dim + offs_m[:, None] * head_dim + offs_d[None, :]
+        q_ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
+        tl.store(DQ + out_offs, (dq * sm_scale).to(DQ.dtype.element_ty), mask=q_ok)
 
 
 def flash_attention(

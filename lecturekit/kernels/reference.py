@@ -13,10 +13,10 @@ Importing this module never imports triton.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
+
+from lecturekit.kernels._utils import attention_scale
 
 __all__ = [
     "add_reference",
@@ -95,7 +95,7 @@ def attention_reference(
     Returns:
         ``(B, H, Nq, D)``; query rows whose keys are all masked are zeros.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = attention_scale(scale, q.shape[-1])
     scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
     n_q, n_k = scores.shape[-2:]
     masked = torch.zeros((n_q, n_k), dtype=torch.bool, device=q.device)

@@ -221,11 +221,9 @@ def test_tiles_shrink_to_fit_a_gpu_with_little_shared_memory(device, monkeypatch
     monkeypatch.setattr(fa, "_fitting_configs", {})
     # the forward fits 32 x 32 tiles, the backward (two tiles on chip) only 16 x 16
     fwd = _SmallSharedMemory(fa._attn_fwd_kernel, 32 * 32)
-    dkdv = _SmallSharedMemory(fa._attn_bwd_dkdv_kernel, 16 * 16)
-    dq = _SmallSharedMemory(fa._attn_bwd_dq_kernel, 16 * 16)
+    bwd = _SmallSharedMemory(fa._attn_bwd_kernel, 16 * 16)
     monkeypatch.setattr(fa, "_attn_fwd_kernel", fwd)
-    monkeypatch.setattr(fa, "_attn_bwd_dkdv_kernel", dkdv)
-    monkeypatch.setattr(fa, "_attn_bwd_dq_kernel", dq)
+    monkeypatch.setattr(fa, "_attn_bwd_kernel", bwd)
 
     q, k, v = (_model_layout(2, 2, 37, 24, FP32, device) for _ in range(3))
     kpm = _padding(2, 37, device)
@@ -234,7 +232,7 @@ def test_tiles_shrink_to_fit_a_gpu_with_little_shared_memory(device, monkeypatch
         out.backward(torch.ones_like(out))
     assert len(caught) == 2  # once for the forward pass, once for the backward pass
     assert fwd.launched == [(32, 32)]
-    assert dkdv.launched == dq.launched == [(16, 16)]
+    assert bwd.launched == [(16, 16)] * 2  # the dK/dV launch, then the dQ launch
 
     refs = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
     out_ref = attention_reference(*refs, key_padding_mask=kpm.cpu(), is_causal=True)
@@ -247,7 +245,7 @@ def test_tiles_shrink_to_fit_a_gpu_with_little_shared_memory(device, monkeypatch
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         flash_attention(q, k, v, key_padding_mask=kpm, is_causal=True).sum().backward()
-    assert fwd.launched == [(32, 32)] * 2 and dq.launched == [(16, 16)] * 2
+    assert fwd.launched == [(32, 32)] * 2 and bwd.launched == [(16, 16)] * 4
 
     # tiles the caller chose are used as given: too large is an error, not a silent change
     with pytest.raises(OutOfResources):
