@@ -113,20 +113,17 @@ OUTLINE = """(parts) => {
     lower.replaceChildren(...heading.childNodes);
     heading.replaceWith(lower);
   };
-  // The chapters sit inside the intro's section (where its toctree is): they move out to
-  // follow it, so that the parts below are not nested in the intro.
+  // The chapters sit inside the intro's last section (where its toctree is); Chromium then
+  // runs that section's bookmark title together twice. They move out to follow it.
   const spans = Array.from(document.querySelectorAll('span[id^="document-"]'));
-  const intro = spans.length ? spans[0].parentElement.closest('section') : null;
-  let last = intro;
-  if (intro) {
-    const wrapper = spans[0].parentElement;
+  let last = spans.length ? spans[0].parentElement.closest('section') : null;
+  if (last && last.parentElement.closest('section')) {
     for (const span of spans) {
       const chapter = span.nextElementSibling;
       last.after(span);
       if (chapter) span.after(chapter);
       last = chapter || span;
     }
-    if (wrapper.matches('.toctree-wrapper') && !wrapper.children.length) wrapper.remove();
   }
   let added = 0;
   for (const [caption, documents] of parts) {
