@@ -84,26 +84,10 @@ KEEP_ARTICLE = """() => {
 # spaces (a space where the heading wrapped was lost from its bookmark). Each part of _toc.yml gets a heading above
 # its chapters, whose headings move one level down, so that the bookmarks have a part level.
 OUTLINE = """(parts) => {
-  // the chapter (a page of the web book) an element belongs to: the section that follows
-  // a span id="document-..." marker
-  const chapterOf = element => {
-    for (let node = element; node; node = node.parentElement) {
-      const before = node.previousElementSibling;
-      if (before && before.matches('span[id^="document-"]')) return node;
-    }
-    return null;
-  };
-  // A renamed id takes the links of its own chapter with it, so a chapter's "#id3" still
-  // leads to that chapter's section, not to the first page that used the id.
   const seen = new Set();
   document.querySelectorAll('[id]').forEach(element => {
     let id = element.id, n = 1;
     while (seen.has(id)) id = `${element.id}-${++n}`;
-    const chapter = id === element.id ? null : chapterOf(element);
-    if (chapter) {
-      chapter.querySelectorAll(`a[href="#${CSS.escape(element.id)}"]`)
-        .forEach(link => link.setAttribute('href', '#' + id));
-    }
     element.id = id;
     seen.add(id);
   });
