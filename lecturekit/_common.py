@@ -38,9 +38,11 @@ __all__ = [
     "check_token_ids",
     "check_attn_mask",
     "check_key_padding_mask",
+    "check_mask_values",
     "check_mask_or_causal",
     "check_memory",
     "MAX_MASK_VALUE",
+    "MAX_SEED",
 ]
 
 # The special tokens, defined once for the whole package: every vocabulary puts them first,
@@ -166,6 +168,10 @@ def check_bool(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
 
 
+# torch.manual_seed takes seeds below 2**64, and fit adds the process rank to the seed
+MAX_SEED = 2**63 - 1
+
+
 # -- tensors -----------------------------------------------------------------------------------
 # largest value a float attention mask may hold (see _check_mask_values)
 MAX_MASK_VALUE = 1e4
@@ -276,6 +282,12 @@ def check_attn_mask(
             f"{name} must have shape (Tq, Tk)=({tq}, {tk}) or (B*H, Tq, Tk)="
             f"({batch * n_heads}, {tq}, {tk}) or (B, H, Tq, Tk), got {shape}"
         )
+    _check_mask_values(name, mask)
+
+
+def check_mask_values(name: str, mask: Any) -> None:
+    """A bool or float mask of any shape; a float one without NaN or +inf (as above)."""
+    _check_mask_type(name, mask)
     _check_mask_values(name, mask)
 
 

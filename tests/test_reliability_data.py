@@ -136,3 +136,25 @@ def test_a_damaged_lexicon_cache_is_rebuilt(damage, tmp_path, monkeypatch) -> No
         assert pinyin_data.load_lexicon(tmp_path) == built
     monkeypatch.setattr(pinyin_data, "_build_lexicon", lambda: pytest.fail("rebuilt twice"))
     assert pinyin_data.load_lexicon(tmp_path) == built  # the rewritten cache verifies
+
+
+def test_bpe_from_dict_names_a_merge_that_is_not_a_pair() -> None:
+    from lecturekit.data import BPE
+
+    with pytest.raises(ValueError, match=r"merges'\]\[0\]"):
+        BPE.from_dict({"alphabet": ["a"], "merges": [["a"]]})
+
+
+def test_collate_refuses_pad_id_equal_to_eos_id() -> None:
+    from lecturekit.data import collate
+
+    with pytest.raises(ValueError, match="pad_id"):
+        collate([([4], [5])], pad_id=2, eos_id=2)
+
+
+@pytest.mark.parametrize(("seqs", "pad_id"), [([[[1]], [2]], 0), ([[1], [2, 3]], 0.5)])
+def test_pad_sequences_refuses_non_int_ids_and_pad_id(seqs, pad_id) -> None:
+    from lecturekit.data import pad_sequences
+
+    with pytest.raises(TypeError, match="seqs|pad_id"):
+        pad_sequences(seqs, pad_id)

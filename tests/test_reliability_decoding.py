@@ -112,3 +112,17 @@ def test_the_largest_temperature_samples_almost_uniformly(make_tiny_model) -> No
     assert counts[model.config.pad_id] == counts[model.config.bos_id] == 0
     assert int((counts > 0).sum()) == allowed
     assert counts.max().item() < 3 * 400 / allowed
+
+
+def test_a_sampling_seed_beyond_64_bits_names_seed(make_tiny_model) -> None:
+    from lecturekit.decoding import sample
+
+    with pytest.raises(ValueError, match="seed"):
+        sample(make_tiny_model(), torch.tensor([[4, 5]]), 3, seed=2**64)
+
+
+def test_filter_logits_refuses_nan_logits() -> None:
+    from lecturekit.decoding import filter_logits
+
+    with pytest.raises(ValueError, match="logits"):
+        filter_logits(torch.tensor([[0.0, float("nan"), 1.0]]), top_k=2)

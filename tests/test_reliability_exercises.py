@@ -188,3 +188,8 @@ def test_the_in_process_fallback_still_checks(monkeypatch, capsys) -> None:
     assert check(LAYERNORM, _reference(LAYERNORM)) is True
     assert check(LAYERNORM, lambda *args, **kwargs: sys.exit(1)) is False
     assert "sys.exit()" in capsys.readouterr().out
+
+
+def test_an_exercise_id_that_is_not_a_str_is_named() -> None:
+    with pytest.raises(TypeError, match="exercise_id"):
+        check(["encoder.layernorm"], lambda x: x)

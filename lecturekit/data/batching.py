@@ -66,7 +66,11 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.
     """Right-pad lists of ids to one ``(N, L)`` long tensor, ``L`` = longest sequence."""
     if len(seqs) == 0:
         raise ValueError("seqs must contain at least one sequence")
+    check_int("pad_id", pad_id, minimum=0)
     rows = [seq.tolist() if isinstance(seq, torch.Tensor) else list(seq) for seq in seqs]
+    for i, row in enumerate(rows):
+        if bad := [t for t in row if isinstance(t, bool) or not isinstance(t, int)]:
+            raise TypeError(f"seqs[{i}] must hold int token ids, got {bad[0]!r:.40}")
     length = max(len(row) for row in rows)
     # one tensor from padded Python lists: a tensor copy per row costs more than the
     # small model's whole forward pass
@@ -83,6 +87,11 @@ def collate(
     """
     if len(pairs) == 0:
         raise ValueError("pairs must contain at least one (source, target) pair")
+    if pad_id in (bos_id, eos_id):  # the loss ignores pad_id: that token would never be learned
+        raise ValueError(
+            f"pad_id must differ from bos_id and eos_id, got pad_id={pad_id}, bos_id={bos_id}, "
+            f"eos_id={eos_id}; use e.g. pad_id=0, bos_id=1, eos_id=2"
+        )
     sources, targets = [], []
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:

@@ -184,6 +184,14 @@ class BPE:
                 f"state must have the keys 'alphabet' and 'merges' (as BPE.to_dict() writes), "
                 f"got a dict missing {missing}"
             )
+        check_type("state['alphabet']", state["alphabet"], (list, tuple), "a list of symbols")
+        check_type("state['merges']", state["merges"], (list, tuple), "a list of symbol pairs")
+        for i, pair in enumerate(state["merges"]):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise ValueError(
+                    f"state['merges'][{i}] must be a pair of symbols (as BPE.to_dict() writes), "
+                    f"got {pair!r:.60}"
+                )
         return cls(
             alphabet=list(state["alphabet"]),
             merges=[tuple(p) for p in state["merges"]],

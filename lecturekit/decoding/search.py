@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lecturekit._common import check_bool, check_int, check_number, check_type, eval_mode
+from lecturekit._common import MAX_SEED, check_bool, check_int, check_number, check_type, eval_mode
 from lecturekit.decoding.protocol import IncrementalDecoder, as_decoder
 
 __all__ = ["Decoded", "greedy", "sample", "filter_logits", "sequence_log_prob"]
@@ -228,6 +228,9 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     """
     check_int("top_k", top_k, minimum=1, optional=True)
     check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
+    check_type("logits", logits, Tensor, "a float tensor (N, V)")
+    if bool(torch.isnan(logits).any()):  # a NaN would be kept and sampled as if it were likely
+        raise ValueError("logits must not contain NaN (-inf marks an excluded token), got NaN")
     logits = logits.clone()
     if top_k is not None and top_k < logits.shape[-1]:
         kept = stable_topk(logits, top_k)[1]
@@ -280,7 +283,8 @@ def sample(
     check_number("temperature", temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)
     check_int("top_k", top_k, minimum=1, optional=True)
     check_number("top_p", top_p, 0.0, 1.0, exclusive=("minimum",), optional=True)
-    check_int("seed", seed, optional=True)
+    # torch.Generator.manual_seed takes at most 64 bits; the bound fit's seed has, named
+    check_int("seed", seed, 0, MAX_SEED, optional=True)
     if generator is not None:
         check_type("generator", generator, torch.Generator, "a torch.Generator or None")
     if seed is not None and generator is not None:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lecturekit._common import check_number
+from lecturekit._common import check_number, check_type
 from lecturekit._lazy import attach
 from lecturekit.exercises import running
 from lecturekit.exercises.running import Verdict
@@ -226,6 +226,7 @@ def _discover() -> None:
 def get_exercise(exercise_id: str) -> Exercise:
     """The registered exercise ``exercise_id``; ``KeyError`` naming close ids if unknown."""
     _discover()
+    check_type("exercise_id", exercise_id, str, "a str such as 'encoder.layernorm'")
     if exercise_id not in _REGISTRY:
         topic = str(exercise_id).split(".")[0]
         similar = [i for i in sorted(_REGISTRY) if i.split(".")[0] == topic]

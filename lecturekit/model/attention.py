@@ -26,6 +26,7 @@ from lecturekit._common import (
     check_attn_mask,
     check_key_padding_mask,
     check_mask_or_causal,
+    check_mask_values,
     check_number,
     warn_once,
 )
@@ -59,6 +60,24 @@ def scaled_dot_product_attention(
     A query whose keys are all masked gets zero weights and a zero output, not NaN.
     """
     check_mask_or_causal("attn_mask", attn_mask, "is_causal", is_causal)
+    check_number("scale", scale, optional=True)  # NaN or inf would make every output NaN
+    check_number("dropout_p", dropout_p, 0.0, 1.0, exclusive=("maximum",))
+    if attn_mask is not None:  # +inf or NaN in a float mask would make the output NaN
+        check_mask_values("attn_mask", attn_mask)
+    return _attention_steps(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _attention_steps(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The steps of :func:`scaled_dot_product_attention`, its arguments already checked
+    (the math backend calls it with a mask ``prepare_mask`` made)."""
     d_k = query.size(-1)
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     # 1. similarity of every query with every key, scaled so its variance does not grow
@@ -117,7 +136,7 @@ def _attend_math(
 ) -> tuple[Tensor, Tensor | None]:
     """The reference, step by step (returns the weights)."""
     mask, dead = _merged_mask(q, k, attn_mask, key_padding_mask, is_causal, prepared_mask)
-    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    out, weights = _attention_steps(q, k, v, mask, dropout_p)
     if dead is not None:  # defined result for queries that may see nothing: zeros
         out, weights = out.masked_fill(dead, 0.0), weights.masked_fill(dead, 0.0)
     return out, weights

@@ -174,6 +174,20 @@ class TransformerConfig:
         """Width of one attention head, d_model / n_heads."""
         return self.d_model // self.n_heads
 
+    @property
+    def min_values(self) -> int:
+        """A lower bound on the float values a ``Transformer`` of this config allocates:
+        attention 4 D^2 and feed-forward 2 D d_ff per layer (a decoder layer has two
+        attentions), the larger embedding and the position table (max_len x D)."""
+        d = self.d_model
+        attention, feed_forward = 4 * d * d, 2 * d * self.d_ff
+        return (
+            self.n_encoder_layers * (attention + feed_forward)
+            + self.n_decoder_layers * (2 * attention + feed_forward)
+            + d * max(self.src_vocab_size, self.tgt_vocab_size)
+            + d * self.max_len
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of all fields (for checkpoints and printing)."""
         return asdict(self)

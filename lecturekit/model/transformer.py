@@ -12,6 +12,7 @@ The public methods check their input once, with the shared checks of
 from __future__ import annotations
 
 import math
+import os
 from typing import cast
 
 from torch import Tensor, nn
@@ -39,6 +40,25 @@ from lecturekit.model.layers import (
 __all__ = ["Transformer"]
 
 
+def _check_fits_in_memory(config: TransformerConfig) -> None:
+    """Refuse, before torch allocates anything, a model larger than this machine's memory
+    (``d_model=2**20``, ``max_len=10**10``: torch would fail with an allocator error)."""
+    need = 4 * config.min_values  # float32
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: let torch decide
+        return
+    if need > have:
+        raise ValueError(
+            f"config describes a model of at least {need / 2**30:,.1f} GiB of float32 values "
+            f"(d_model={config.d_model}, d_ff={config.d_ff}, max_len={config.max_len}, "
+            f"n_encoder_layers={config.n_encoder_layers}, n_decoder_layers="
+            f"{config.n_decoder_layers}, src_vocab_size={config.src_vocab_size}, "
+            f"tgt_vocab_size={config.tgt_vocab_size}) but this machine has "
+            f"{have / 2**30:,.1f} GiB of memory; make the largest of them smaller"
+        )
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer of "Attention Is All You Need", as in the lecture.
 
@@ -56,6 +76,7 @@ class Transformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         check_type("config", config, TransformerConfig, "a TransformerConfig")
+        _check_fits_in_memory(config)
         self.config = config
         c = config
         self.src_embedding = nn.Embedding(c.src_vocab_size, c.d_model)

@@ -166,14 +166,7 @@ def check_size(config: Any, weights: dict[str, torch.Tensor], where: str) -> Non
     view counts for what it stores, not for what it shows) only by the sinusoidal table, which
     is not stored: at most ``BUFFER_ALLOWANCE`` bytes or the size of the weights.
     """
-    d = config.d_model
-    attention, feed_forward = 4 * d * d, 2 * d * config.d_ff
-    values = (
-        config.n_encoder_layers * (attention + feed_forward)
-        + config.n_decoder_layers * (2 * attention + feed_forward)
-        + d * max(config.src_vocab_size, config.tgt_vocab_size)
-        + d * config.max_len
-    )
+    values = config.min_values
     storages = {t.untyped_storage().data_ptr(): storage_bytes(t) for t in weights.values()}
     stored = sum(storages.values())
     if 4 * values > 2 * stored + BUFFER_ALLOWANCE:  # float32; stored may be float16

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import (
+    MAX_SEED,
     check_bool,
     check_choice,
     check_int,
@@ -57,10 +58,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # TrainConfig
 # --------------------------------------------------------------------------------------
-
-
-# torch.manual_seed takes seeds below 2**64, and fit adds the process rank to the seed
-MAX_SEED = 2**63 - 1
 
 
 def check_train_config(config: Any) -> None:
