@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,8 @@ __all__ = [
     "check_mask_values",
     "check_mask_or_causal",
     "check_memory",
+    "device_memory",
+    "check_allocation",
     "MAX_MASK_VALUE",
     "MAX_SEED",
 ]
@@ -61,6 +64,33 @@ def warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def device_memory(device: Any = "cpu") -> int | None:
+    """Total memory in bytes of ``device`` (a ``torch.device`` or its name; None where it
+    cannot be read, e.g. off POSIX or on ``mps``)."""
+    kind = getattr(device, "type", str(device).split(":")[0])
+    if kind == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(device).total_memory
+    if kind == "cpu" and hasattr(os, "sysconf"):
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            return None
+    return None
+
+
+def check_allocation(what: str, need: int, fix: str, device: Any = "cpu") -> None:
+    """Refuse, before torch tries, an allocation of ``need`` bytes larger than the memory of
+    ``device`` (torch would fail with an allocator error that names no argument)."""
+    have = device_memory(device)
+    if have is not None and need > have:
+        raise ValueError(
+            f"{what} need {need / 2**30:,.1f} GiB, the {getattr(device, 'type', device)} device "
+            f"has {have / 2**30:,.1f} GiB of memory; {fix}"
+        )
 
 
 @contextlib.contextmanager

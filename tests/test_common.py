@@ -118,3 +118,24 @@ def test_eval_mode_leaves_objects_without_a_mode_alone() -> None:
     table = object()
     with eval_mode(table) as inside:
         assert inside is table
+
+
+def test_check_allocation_refuses_more_than_the_device_has(monkeypatch):
+    from lecturekit import _common
+
+    monkeypatch.setattr(_common, "device_memory", lambda device: 2**30)
+    _common.check_allocation("a mask", 2**30, "use a smaller one")
+    with pytest.raises(ValueError, match=r"a mask need 2\.0 GiB.*1\.0 GiB.*use a smaller one"):
+        _common.check_allocation("a mask", 2**31, "use a smaller one")
+    monkeypatch.setattr(_common, "device_memory", lambda device: None)  # unknown: torch decides
+    _common.check_allocation("a mask", 2**60, "use a smaller one")
+
+
+def test_device_memory_reads_this_machine():
+    import os
+
+    from lecturekit._common import device_memory
+
+    expected = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert device_memory("cpu") == expected
+    assert device_memory("meta") is None

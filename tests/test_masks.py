@@ -80,3 +80,11 @@ def test_prepare_mask_is_merge_then_dead_rows():
     mask, dead = prepare_mask((2, 4, 1, 3), torch.float32, "cpu", key_padding_mask=padding[:1])
     assert dead is None and torch.isneginf(mask[0, 0, 0, 1])
     assert prepare_mask((2, 4, 1, 3), torch.float32, "cpu") == (None, None)
+
+
+def test_causal_mask_larger_than_memory_is_refused_by_name():
+    from lecturekit._common import device_memory
+
+    with pytest.raises(ValueError, match=r"causal_mask\(size=1000000.*smaller size"):
+        causal_mask(10**6)
+    assert device_memory("cpu") is None or device_memory("cpu") > 2**20

@@ -56,9 +56,10 @@ def test_the_length_bound_is_the_sinusoids_longest_wavelength() -> None:
 
 
 def test_the_kv_cache_must_fit_in_the_device_memory(never_stops, monkeypatch) -> None:
+    from lecturekit import _common
     from lecturekit.decoding.protocol import as_decoder
 
-    monkeypatch.setattr(search, "_device_memory", lambda device: 2**20)  # a 1 MiB device
+    monkeypatch.setattr(_common, "device_memory", lambda device: 2**20)  # a 1 MiB device
     dec = as_decoder(never_stops)
     # 1 layer x keys and values x d_model 16 x float32 = 128 bytes per row and step
     check_max_len(dec, 2**20 // 128 // 2, rows=2)
@@ -126,3 +127,18 @@ def test_filter_logits_refuses_nan_logits() -> None:
 
     with pytest.raises(ValueError, match="logits"):
         filter_logits(torch.tensor([[0.0, float("nan"), 1.0]]), top_k=2)
+
+
+def test_a_beam_wider_than_the_search_space_is_exhaustive_and_fast(tiny_model):
+    """``beam_size=10**6`` over 3 steps gives exhaustive search's result without carrying a
+    million decoder rows (it used to run past any time limit)."""
+    from lecturekit.decoding.beam import exhaustive_search
+
+    start = time.perf_counter()
+    wide = beam_search(tiny_model, SRC[:1], beam_size=10**6, max_len=3, n_best=2)
+    assert time.perf_counter() - start < 30
+    full = exhaustive_search(tiny_model, SRC[:1], max_len=3, n_best=2)
+    assert [h.tokens for h in wide.hypotheses[0]] == [h.tokens for h in full.hypotheses[0]]
+    assert [h.score for h in wide.hypotheses[0]] == pytest.approx(
+        [h.score for h in full.hypotheses[0]]
+    )

@@ -304,8 +304,9 @@ def beam_search(
     check_int("n_best", n_best, 1, beam_size)
     check_number("length_penalty", length_penalty, 0.0, MAX_LENGTH_PENALTY)
     check_bool("use_cache", use_cache)
-    alpha, k = float(length_penalty), beam_size
+    alpha = float(length_penalty)
     dec = as_decoder(model, use_cache=use_cache)
+    k = _useful_beam_size(beam_size, n_best, dec.vocab_size, max_len)
     check_max_len(dec, max_len, k * (src.shape[0] if isinstance(src, Tensor) else 1))
     reorder = getattr(dec, "reorder", dec.select)  # in place where the decoder can
     with eval_mode(model), torch.inference_mode():
@@ -331,6 +332,18 @@ def beam_search(
     result = _result(_ranked(beams, t, alpha), dec.pad_id, device)
     result.trace = steps if trace else None
     return result
+
+
+def _useful_beam_size(beam_size: int, n_best: int, vocab_size: int, max_len: int) -> int:
+    """The beam width that gives the same result as ``beam_size``: fewer than ``V ** max_len``
+    sequences (finished or not) of at most ``max_len`` tokens exist, so a wider beam only
+    carries dead rows (a beam of 10**6 over a 3-step search is exhaustive at a width of V**3)."""
+    reachable = 1
+    for _ in range(max_len):
+        reachable *= vocab_size
+        if reachable >= beam_size:
+            return beam_size
+    return min(beam_size, max(n_best, reachable))
 
 
 def _record(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lecturekit._common import MAX_SEED, check_bool, check_int, check_number, check_type, eval_mode
+from lecturekit._common import (
+    MAX_SEED,
+    check_allocation,
+    check_bool,
+    check_int,
+    check_number,
+    check_type,
+    eval_mode,
+)
 from lecturekit.decoding.protocol import IncrementalDecoder, as_decoder
 
 __all__ = ["Decoded", "greedy", "sample", "filter_logits", "sequence_log_prob"]
@@ -107,25 +114,13 @@ def check_max_len(dec: IncrementalDecoder, max_len: Any, rows: int) -> None:
         return
     need = rows * max_len * config.n_decoder_layers * 2 * config.d_model
     need *= parameter.element_size()
-    have = _device_memory(parameter.device)
-    if have is not None and need > have:
-        raise ValueError(
-            f"max_len must be small enough for the KV cache to fit in memory: {max_len:,} "
-            f"steps over {rows:,} rows need {need / 2**30:,.1f} GiB, the "
-            f"{parameter.device.type} device has {have / 2**30:,.1f} GiB; use a smaller max_len"
-        )
-
-
-def _device_memory(device: torch.device) -> int | None:
-    """Total memory of ``device`` in bytes (None where it cannot be read)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    if device.type == "cpu" and hasattr(os, "sysconf"):
-        try:
-            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            return None
-    return None
+    check_allocation(
+        f"max_len must be small enough for the KV cache to fit in memory: {max_len:,} steps "
+        f"over {rows:,} rows",
+        need,
+        "use a smaller max_len",
+        parameter.device,
+    )
 
 
 def start(dec: IncrementalDecoder, src: Any, *, src_key_padding_mask: Tensor | None) -> tuple:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lecturekit._common import check_int, check_mask_or_causal, check_token_ids
+from lecturekit._common import check_allocation, check_int, check_mask_or_causal, check_token_ids
 
 __all__ = [
     "causal_mask",
@@ -65,6 +65,12 @@ def causal_mask(
     key_size = size if key_size is None else key_size
     check_int("size", size, minimum=1)
     check_int("key_size", key_size, minimum=1)
+    check_allocation(
+        f"causal_mask(size={size}, key_size={key_size}): {size * key_size:,} booleans",
+        size * key_size,
+        "use a smaller size (the number of query positions)",
+        device if device is not None else "cpu",
+    )
     shift = key_size - size if lower_right else 0
     return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)
 

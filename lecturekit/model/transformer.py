@@ -12,12 +12,12 @@ The public methods check their input once, with the shared checks of
 from __future__ import annotations
 
 import math
-import os
 from typing import cast
 
 from torch import Tensor, nn
 
 from lecturekit._common import (
+    check_allocation,
     check_attn_mask,
     check_int,
     check_key_padding_mask,
@@ -43,20 +43,14 @@ __all__ = ["Transformer"]
 def _check_fits_in_memory(config: TransformerConfig) -> None:
     """Refuse, before torch allocates anything, a model larger than this machine's memory
     (``d_model=2**20``, ``max_len=10**10``: torch would fail with an allocator error)."""
-    need = 4 * config.min_values  # float32
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not POSIX: let torch decide
-        return
-    if need > have:
-        raise ValueError(
-            f"config describes a model of at least {need / 2**30:,.1f} GiB of float32 values "
-            f"(d_model={config.d_model}, d_ff={config.d_ff}, max_len={config.max_len}, "
-            f"n_encoder_layers={config.n_encoder_layers}, n_decoder_layers="
-            f"{config.n_decoder_layers}, src_vocab_size={config.src_vocab_size}, "
-            f"tgt_vocab_size={config.tgt_vocab_size}) but this machine has "
-            f"{have / 2**30:,.1f} GiB of memory; make the largest of them smaller"
-        )
+    check_allocation(
+        f"config describes a model whose float32 values (d_model={config.d_model}, "
+        f"d_ff={config.d_ff}, max_len={config.max_len}, n_encoder_layers="
+        f"{config.n_encoder_layers}, n_decoder_layers={config.n_decoder_layers}, "
+        f"src_vocab_size={config.src_vocab_size}, tgt_vocab_size={config.tgt_vocab_size})",
+        4 * config.min_values,
+        "make the largest of them smaller",
+    )
 
 
 class Transformer(nn.Module):
