@@ -427,3 +427,26 @@ def test_every_exercise_follows_the_books_typography(exercise_id):
 def test_the_forbidden_attention_function_is_caught_in_the_shipped_exercise(capsys):
     assert check("attention.scaled_dot_product", F.scaled_dot_product_attention) is False
     assert "scaled_dot_product_attention" in capsys.readouterr().out
+
+
+def test_wrap_display_keeps_every_line_within_80_columns_and_every_character():
+    from lecturekit.exercises.specs import display_width, wrap_display
+
+    text = "写函数 split_heads(x, n_heads)：" + "每个符号的向量，" * 30 + "\n  indented " + "word " * 40
+    wrapped = wrap_display(text, 80)
+    assert all(display_width(line) <= 80 for line in wrapped.split("\n"))
+    assert wrapped.replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
+    assert "split_heads(x," in wrapped  # an identifier is never cut
+    assert all(line.startswith("  ") for line in wrapped.split("\n")[-3:])  # indent kept
+    assert not any(line.startswith("，") for line in wrapped.split("\n"))
+    assert wrap_display("x" * 100, 80) == "x" * 100  # an unbreakable token stays whole
+
+
+def test_show_prints_no_line_wider_than_80_columns(capsys):
+    from lecturekit.exercises import list_exercises, show
+    from lecturekit.exercises.specs import display_width
+
+    for exercise_id in list_exercises():
+        show(exercise_id)
+        for line in capsys.readouterr().out.splitlines():
+            assert display_width(line) <= 80, (exercise_id, line)

@@ -57,7 +57,7 @@ from lecturekit._common import check_number, check_type
 from lecturekit._lazy import attach
 from lecturekit.exercises import running
 from lecturekit.exercises.running import Verdict
-from lecturekit.exercises.specs import Spec, short
+from lecturekit.exercises.specs import Spec, short, wrap_display
 
 __all__ = [
     "Case",
@@ -246,28 +246,32 @@ def list_exercises(chapter: int | str | None = None) -> list[str]:
 
 
 def show(exercise_id: str) -> None:
-    """Print the task of exercise ``exercise_id``: what to compute, what to return, edge cases."""
+    """Print the task of exercise ``exercise_id``: what to compute, what to return, edge cases,
+    wrapped to 80 display columns (JupyterLab and Colab print it in a block that never wraps)."""
     ex = get_exercise(exercise_id)
     what = "写一个函数" if ex.kind == "function" else "给出一个值"
     result = "返回" if ex.kind == "function" else "答案的形式"
     if ex.launch is not None:  # a kernel writes its result; the checker reads it back
         what, result = "写一个核函数", "检查器读回的结果"
-    print(f"练习 {ex.id}（{_chapter_name(ex.chapter)}）：{ex.title}")
-    print(f"要求：{what}。")
-    print(ex.prompt)
-    print(f"{result}：{ex.returns.describe()}。")
+    lines = [
+        f"练习 {ex.id}（{_chapter_name(ex.chapter)}）：{ex.title}",
+        f"要求：{what}。",
+        ex.prompt,
+    ]
+    lines.append(f"{result}：{ex.returns.describe()}。")
     if ex.forbidden:
-        print(f"不能调用：{'、'.join(ex.forbidden)}。")
+        lines.append(f"不能调用：{'、'.join(ex.forbidden)}。")
     if ex.kind == "function":
-        print(f"函数不能修改传入的参数；每个测试最多运行 {TIME_LIMIT_S:g} 秒。")
-    print(f'完成后运行 check("{ex.id}", 你的答案) 检查。')
+        lines.append(f"函数不能修改传入的参数；每个测试最多运行 {TIME_LIMIT_S:g} 秒。")
+    lines.append(f'完成后运行 check("{ex.id}", 你的答案) 检查。')
+    print(wrap_display("\n".join(lines)))
 
 
 def hint(exercise_id: str) -> None:
     """Print the hint of exercise ``exercise_id``: the idea, never the formula (on request;
     ``check`` prints it after a wrong answer)."""
     ex = get_exercise(exercise_id)
-    print(f"💡 练习 {ex.id} 的提示：{ex.hint}")
+    print(wrap_display(f"💡 练习 {ex.id} 的提示：{ex.hint}"))
     print(f'   仍然卡住？运行 solution("{ex.id}") 看参考解答。')
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,3 +349,46 @@ def _round_nested(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return type(x)(_round_nested(v) for v in x) if type(x) in (list, tuple) else x
     return x
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or notebook: 2 for a wide (CJK) character."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def wrap_display(text: str, width: int = 80) -> str:
+    """``text`` with every line broken to at most ``width`` display columns.
+
+    A printed exercise task is a ``<pre>`` block in JupyterLab and Colab, which never wraps:
+    one long line runs off the screen. Lines break between two CJK characters or at a space,
+    never inside a Latin word or an identifier; continuation lines keep the line's indent.
+    """
+    out: list[str] = []
+    for line in text.split("\n"):
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        while display_width(line) > width:
+            cut = _break_point(line, width)
+            if cut <= len(indent):
+                break  # one unbreakable token longer than the line: leave it whole
+            out.append(line[:cut].rstrip(" "))
+            line = indent + line[cut:].lstrip(" ")
+        out.append(line)
+    return "\n".join(out)
+
+
+def _break_point(line: str, width: int) -> int:
+    """Index of the last break allowed within ``width`` columns (0 if there is none)."""
+    columns, best = 0, 0
+    for i, ch in enumerate(line):
+        columns += display_width(ch)
+        if columns > width:
+            break
+        nxt = line[i + 1] if i + 1 < len(line) else ""
+        wide = display_width(ch) == 2 or display_width(nxt) == 2
+        if (
+            ch == " "
+            or nxt == " "
+            or (wide and nxt not in "，。、；：）」』" and ch not in "（「『")
+        ):
+            best = i + 1
+    return best
