@@ -432,7 +432,12 @@ def test_the_forbidden_attention_function_is_caught_in_the_shipped_exercise(caps
 def test_wrap_display_keeps_every_line_within_80_columns_and_every_character():
     from lecturekit.exercises.specs import display_width, wrap_display
 
-    text = "写函数 split_heads(x, n_heads)：" + "每个符号的向量，" * 30 + "\n  indented " + "word " * 40
+    text = (
+        "写函数 split_heads(x, n_heads)："
+        + "每个符号的向量，" * 30
+        + "\n  indented "
+        + "word " * 40
+    )
     wrapped = wrap_display(text, 80)
     assert all(display_width(line) <= 80 for line in wrapped.split("\n"))
     assert wrapped.replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
