@@ -19,6 +19,7 @@ from lecturekit.exercises import get_exercise
 from lecturekit.exercises.ch02_attention import (
     reference_merge_heads,
     reference_mha_parameters,
+    reference_multi_head,
     reference_scaled_dot_product,
     reference_sinusoidal_encoding,
     reference_split_heads,
@@ -105,6 +106,32 @@ def test_split_heads_makes_multi_head_attention_one_batched_matmul():
         dim=-1,
     )
     torch.testing.assert_close(batched, per_head)
+
+
+def test_multi_head_matches_torch_and_lecturekit_on_every_hidden_case():
+    """The assembled layer equals nn.MultiheadAttention and lecturekit.MultiHeadAttention
+    given the same weights, on every hidden case."""
+    for case in get_exercise("attention.multi_head").cases():
+        x, w_qkv, b_qkv, w_o, b_o, n_heads = case.args
+        d_model = x.shape[-1]
+        torch_mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        ours = lecturekit.MultiHeadAttention(d_model, n_heads)
+        with torch.no_grad():
+            torch_mha.in_proj_weight.copy_(w_qkv)
+            torch_mha.in_proj_bias.copy_(b_qkv)
+            torch_mha.out_proj.weight.copy_(w_o)
+            torch_mha.out_proj.bias.copy_(b_o)
+            ours.load_state_dict(
+                {
+                    "qkv_proj.weight": w_qkv,
+                    "qkv_proj.bias": b_qkv,
+                    "out_proj.weight": w_o,
+                    "out_proj.bias": b_o,
+                }
+            )
+            got = reference_multi_head(*case.args)
+            torch.testing.assert_close(got, torch_mha(x, x, x)[0], msg=case.label)
+            torch.testing.assert_close(got, ours(x, x, x)[0], msg=case.label)
 
 
 def test_key_padding_mask_matches_lecturekit_on_every_hidden_case():
@@ -395,6 +422,57 @@ def merge_sums_heads(x):  # adds the heads instead of concatenating them
     return x.sum(dim=1)
 
 
+def assembled_from_pieces(x, w_qkv, b_qkv, w_o, b_o, n_heads):
+    q, k, v = F.linear(x, w_qkv, b_qkv).chunk(3, dim=-1)
+    heads = sdpa_matmul(*(split_view_transpose(t, n_heads) for t in (q, k, v)))
+    return F.linear(merge_transpose_reshape(heads), w_o, b_o)
+
+
+def assembled_einsum(x, w_qkv, b_qkv, w_o, b_o, n_heads):
+    b, t, d = x.shape
+    qkv = (x @ w_qkv.T + b_qkv).view(b, t, 3, n_heads, d // n_heads)
+    q, k, v = qkv.unbind(dim=2)  # each (B, T, H, Dh)
+    weights = torch.einsum("bqhd,bkhd->bhqk", q, k).div(math.sqrt(d // n_heads)).softmax(-1)
+    return torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, t, d) @ w_o.T + b_o
+
+
+def assembled_untransposed_weights(x, w_qkv, b_qkv, w_o, b_o, n_heads):  # x W, not x W^T
+    q, k, v = (x @ w + b for w, b in zip(w_qkv.chunk(3), b_qkv.chunk(3), strict=True))
+    heads = sdpa_matmul(*(split_view_transpose(t, n_heads) for t in (q, k, v)))
+    return merge_transpose_reshape(heads) @ w_o + b_o
+
+
+def assembled_scaled_by_d_model(x, w_qkv, b_qkv, w_o, b_o, n_heads):
+    q, k, v = F.linear(x, w_qkv, b_qkv).chunk(3, dim=-1)
+    qh, kh, vh = (split_view_transpose(t, n_heads) for t in (q, k, v))
+    weights = (qh @ kh.transpose(-2, -1) / math.sqrt(x.shape[-1])).softmax(dim=-1)
+    return F.linear(merge_transpose_reshape(weights @ vh), w_o, b_o)
+
+
+def assembled_without_output_projection(x, w_qkv, b_qkv, w_o, b_o, n_heads):
+    q, k, v = F.linear(x, w_qkv, b_qkv).chunk(3, dim=-1)
+    return merge_transpose_reshape(
+        sdpa_matmul(*(split_view_transpose(t, n_heads) for t in (q, k, v)))
+    )
+
+
+def assembled_split_without_transpose(x, w_qkv, b_qkv, w_o, b_o, n_heads):
+    q, k, v = F.linear(x, w_qkv, b_qkv).chunk(3, dim=-1)
+    heads = sdpa_matmul(*(split_without_transpose(t, n_heads) for t in (q, k, v)))
+    return F.linear(merge_without_transpose(heads), w_o, b_o)
+
+
+def assembled_calls_torch(x, w_qkv, b_qkv, w_o, b_o, n_heads):  # the task forbids it
+    d = x.shape[-1]
+    layer = nn.MultiheadAttention(d, n_heads, batch_first=True)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(w_qkv)
+        layer.in_proj_bias.copy_(b_qkv)
+        layer.out_proj.weight.copy_(w_o)
+        layer.out_proj.bias.copy_(b_o)
+    return layer(x, x, x, need_weights=False)[0]
+
+
 def kpm_equal(tokens, pad_id):
     return tokens == pad_id
 
@@ -478,6 +556,7 @@ SOLUTIONS = {
     "encoder.layer_parameters": [layer_formula, layer_count_module],
     "attention.split_heads": [split_view_transpose, split_permute_contiguous],
     "attention.merge_heads": [merge_transpose_reshape, merge_cat_heads],
+    "attention.multi_head": [assembled_from_pieces, assembled_einsum],
     "encoder.key_padding_mask": [kpm_equal, kpm_eq_method],
     "encoder.pre_ln_block": [pre_ln_two_lines, pre_ln_named_steps],
 }
@@ -537,6 +616,13 @@ MISTAKES = {
         (merge_without_transpose, "数值不对"),
         (merge_view_after_transpose, "出错"),
         (merge_sums_heads, "形状不对"),
+    ],
+    "attention.multi_head": [
+        (assembled_untransposed_weights, "数值不对"),
+        (assembled_scaled_by_d_model, "数值不对"),
+        (assembled_without_output_projection, "数值不对"),
+        (assembled_split_without_transpose, "数值不对"),
+        (assembled_calls_torch, "不允许用它"),
     ],
     "encoder.key_padding_mask": [
         (kpm_keep_convention, "数值不对"),

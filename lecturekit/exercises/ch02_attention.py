@@ -1,5 +1,6 @@
 """Chapter 2 (attention) exercises: scaled dot-product attention, the sinusoidal positional
-encoding, the parameter count of multi-head attention, and splitting/merging heads."""
+encoding, the parameter count of multi-head attention, splitting/merging heads, and the whole
+multi-head attention layer assembled from those pieces."""
 
 from __future__ import annotations
 
@@ -295,5 +296,100 @@ register(
         cases=_merge_cases,
         reference=reference_merge_heads,
         forbidden=_HEAD_FUNCTIONS,
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# attention.multi_head: the whole layer from the pieces above
+# --------------------------------------------------------------------------------------
+
+
+def reference_multi_head(
+    x: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: torch.Tensor,
+    w_o: torch.Tensor,
+    b_o: torch.Tensor,
+    n_heads: int,
+) -> torch.Tensor:
+    """Multi-head self-attention ``(B, T, D) -> (B, T, D)`` from the chapter's pieces.
+
+    ``w_qkv`` ``(3D, D)`` and ``b_qkv`` ``(3D,)`` stack the Q, K and V projections in
+    ``nn.Linear`` layout (``y = x W^T + b``), as ``nn.MultiheadAttention.in_proj_weight`` and
+    ``MultiHeadAttention.qkv_proj`` do; ``w_o`` ``(D, D)`` and ``b_o`` ``(D,)`` project the output.
+    """
+    q, k, v = (x @ w_qkv.T + b_qkv).chunk(3, dim=-1)  # 3 x (B, T, D)
+    heads = reference_scaled_dot_product(
+        *(reference_split_heads(t, n_heads) for t in (q, k, v))
+    )  # (B, H, T, Dh)
+    return reference_merge_heads(heads) @ w_o.T + b_o  # (B, T, D)
+
+
+def _multi_head_case(
+    g: torch.Generator, batch: int, length: int, d_model: int, n_heads: int, label: str
+) -> Case:
+    scale = d_model**-0.5  # nn.Linear's order of magnitude: outputs of variance ~1
+    x = torch.randn(batch, length, d_model, generator=g)
+    w_qkv = torch.randn(3 * d_model, d_model, generator=g) * scale
+    b_qkv = torch.randn(3 * d_model, generator=g) * 0.1
+    w_o = torch.randn(d_model, d_model, generator=g) * scale
+    b_o = torch.randn(d_model, generator=g) * 0.1
+    return Case(args=(x, w_qkv, b_qkv, w_o, b_o, n_heads), label=label)
+
+
+def _multi_head_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(25)
+    sizes = [
+        (2, 5, 8, 2, "B=2, T=5, D=8, 2 个头"),
+        (1, 4, 6, 1, "1 个头"),
+        (1, 3, 4, 4, "每个头只有 1 维"),
+        (3, 1, 12, 3, "T = 1"),
+    ]
+    cases = [_multi_head_case(g, *size) for size in sizes]
+    rng = random.Random(26)
+    for _ in range(3):
+        b, t, h, dh = rng.randint(1, 3), rng.randint(1, 7), rng.randint(1, 4), rng.randint(1, 6)
+        label = f"随机输入 (B, T, D) = {(b, t, h * dh)}，{h} 个头"
+        cases.append(_multi_head_case(g, b, t, h * dh, h, label))
+    return cases
+
+
+register(
+    Exercise(
+        id="attention.multi_head",
+        chapter=2,
+        title="用自己的零件拼出多头自注意力 (multi-head attention)",
+        prompt=(
+            "写函数 multi_head_attention(x, w_qkv, b_qkv, w_o, b_o, n_heads)，返回多头自注意力"
+            "层的输出，形状 (B, T, D)。可以直接调用你前面写好的 attention、split_heads 和 "
+            "merge_heads。\n"
+            "x 是输入，形状 (B, T, D)。w_qkv 形状 (3D, D)、b_qkv 形状 (3D,)：前 D 行是 W_Q，"
+            "中间 D 行是 W_K，最后 D 行是 W_V，排列与 torch.nn.Linear 相同，"
+            "即投影是 x 乘 w_qkv 的转置再加 b_qkv（与 torch.nn.MultiheadAttention 的 "
+            "in_proj_weight 相同）。w_o 形状 (D, D)、b_o 形状 (D,) 是输出投影，排列也相同。"
+            "每个头 Dh = D / n_heads 维，缩放用每个头的维度。\n"
+            "没有掩码，也不需要 dropout；D 能被 n_heads 整除，n_heads 可以是 1 或 D，T 可以是 1。"
+            "输入都是 float32。"
+        ),
+        hint=(
+            "按本章的四步走：一次投影得到 Q、K、V 再沿特征维分成三份；三者各自拆成多头；"
+            "每个头做缩放点积注意力，缩放看的是一个头的宽度而不是整个模型的宽度；"
+            "拼回去以后别忘了输出投影。torch 的线性层存的是转置过的矩阵。"
+        ),
+        explanation=(
+            "q, k, v = (x @ w_qkv.T + b_qkv).chunk(3, dim=-1)，各 (B, T, D)；"
+            "heads = attention(split_heads(q, h), split_heads(k, h), split_heads(v, h))，"
+            "(B, H, T, Dh)，分数除以 sqrt(Dh)；输出 merge_heads(heads) @ w_o.T + b_o，(B, T, D)。"
+        ),
+        kind="function",
+        returns=Array("float32", "(B, T, D)"),
+        cases=_multi_head_cases,
+        reference=reference_multi_head,
+        forbidden=(
+            "torch.nn.functional.scaled_dot_product_attention",
+            "torch.nn.functional.multi_head_attention_forward",
+            "lecturekit.scaled_dot_product_attention",
+            "lecturekit.model.attention.MultiHeadAttention.forward",
+        ),
     )
 )
