@@ -33,7 +33,7 @@ from lecturekit.data import batching
 from lecturekit.decoding import beam, search
 from lecturekit.model import attention, layers, masks
 from lecturekit.model.transformer import Transformer
-from lecturekit.training import evaluation, loop
+from lecturekit.training import loop
 
 __all__ = ["Bug", "BUGS", "MYSTERY_POOL", "plant", "mystery", "mystery_bug"]
 
@@ -190,34 +190,6 @@ def _beam_summed_log_prob() -> list[Patch]:
     return [(beam, "_penalty", penalty)]
 
 
-def _gold_prefix_eval() -> list[Patch]:
-    original = evaluation.evaluate
-
-    def evaluate(model: Any, data: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
-        batches = list(data)
-        result = original(model, batches, *args, **kwargs)
-        result["exact_match"] = teacher_forced_exact_match(model, batches)
-        return result
-
-    return [(evaluation, "evaluate", evaluate), (loop, "evaluate", evaluate)]
-
-
-@torch.no_grad()
-def teacher_forced_exact_match(model: Transformer, batches: list[batching.Batch]) -> float:
-    """Share of sentences whose every label is the argmax of the teacher-forced logits (the
-    gold prefix as input): the figure the ``gold_prefix_eval`` bug reports."""
-    right = total = 0
-    was_training = model.training
-    model.eval()
-    for batch in batches:
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        ok = (logits.argmax(-1) == batch.tgt_out) | (batch.tgt_out == model.config.pad_id)
-        right += int(ok.all(dim=1).sum())
-        total += len(batch)
-    model.train(was_training)
-    return right / max(total, 1)
-
-
 def _tied_embedding_std1() -> list[Patch]:
     original = Transformer._reset_parameters
 
@@ -360,17 +332,8 @@ BUGS: dict[str, Bug] = {
             "lecturekit.decoding.beam._penalty",
             "return 1.0  # no length penalty",
             "束越宽，输出越短",
-            "length_ratio_check",
+            "beam_ranking_check",
             _beam_summed_log_prob,
-        ),
-        Bug(
-            "gold_prefix_eval",
-            "用正确前缀评估",
-            "lecturekit.training.evaluation.evaluate",
-            "pred = model(src, tgt_in).argmax(-1)  # not greedy(model, src)",
-            "验证完全匹配率虚高",
-            "free_running_check",
-            _gold_prefix_eval,
         ),
         Bug(
             "tied_embedding_std1",
