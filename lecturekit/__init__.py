@@ -159,6 +159,7 @@ if TYPE_CHECKING:
     from lecturekit.training.diagnostics import (
         attention_reference_check as attention_reference_check,
     )
+    from lecturekit.training.diagnostics import beam_ranking_check as beam_ranking_check
     from lecturekit.training.diagnostics import causality_probe as causality_probe
     from lecturekit.training.diagnostics import determinism_probe as determinism_probe
     from lecturekit.training.diagnostics import embedding_scale_check as embedding_scale_check
@@ -167,7 +168,6 @@ if TYPE_CHECKING:
     from lecturekit.training.diagnostics import initial_loss_check as initial_loss_check
     from lecturekit.training.diagnostics import label_shift_check as label_shift_check
     from lecturekit.training.diagnostics import layernorm_axis_check as layernorm_axis_check
-    from lecturekit.training.diagnostics import length_ratio_check as length_ratio_check
     from lecturekit.training.diagnostics import loss_padding_probe as loss_padding_probe
     from lecturekit.training.diagnostics import mask_picture as mask_picture
     from lecturekit.training.diagnostics import mask_sanity as mask_sanity
