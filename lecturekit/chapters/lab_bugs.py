@@ -11,7 +11,7 @@ There is no second copy of the model: the replacement wraps the original and cha
 thing. ``BUGS`` is the one list of switches, each with the line of code it changes.
 Bugs that act when a model is built (``tied_embedding_std1``) must be planted around
 ``Transformer(config)``; the others act while the block runs. The attention bugs change the
-``"math"`` backend, the model's default.
+``"math"`` backend, the model's default; ``residual_missing`` assumes Post-LN, the default.
 """
 
 from __future__ import annotations
