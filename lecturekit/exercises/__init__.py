@@ -1,7 +1,7 @@
 """Self-test exercises with automatic checking and feedback in Chinese.
 
 A chapter registers its exercises in ``lecturekit/exercises/chNN_<topic>.py`` (the unnumbered
-capstone chapter in ``capstone_<topic>.py``, with ``chapter=CAPSTONE``)::
+capstone in ``capstone_<topic>.py`` with ``chapter=CAPSTONE``, the lab in ``lab_<topic>.py``)::
 
     from lecturekit.exercises import Case, Exercise, register
     from lecturekit.exercises.specs import Array
@@ -71,6 +71,7 @@ __all__ = [
     "list_exercises",
     "get_exercise",
     "CAPSTONE",
+    "LAB",
     "Verdict",
 ]
 
@@ -82,22 +83,22 @@ TIME_LIMIT_S = 10.0
 # the longest time_limit check accepts (a day): threading's waits overflow on larger ones
 MAX_TIME_LIMIT_S = 24 * 3600.0
 
-# The capstone chapter has no number: its self-tests are "自测 C.1", ... and it sits between
-# chapter 6 and chapter 7 in the book, which is where its exercises are listed.
-CAPSTONE = "C"
-_CAPSTONE_POSITION = 6.5
+# The capstone ("自测 C.1", ...) and the debugging lab ("自测 L.1", ...) have no number; they sit
+# between chapter 6 and chapter 7 in the book, which is where their exercises are listed.
+CAPSTONE, LAB = "C", "L"
+_UNNUMBERED = {CAPSTONE: (6.5, "综合项目"), LAB: (6.75, "调试实验")}
 
 
 def _chapter_position(chapter: int | str) -> float:
-    """Where ``chapter`` (a number or ``CAPSTONE``) sits in the book, for ordering."""
-    return _CAPSTONE_POSITION if chapter == CAPSTONE else float(chapter)
+    """Where ``chapter`` (a number, ``CAPSTONE`` or ``LAB``) sits in the book, for ordering."""
+    return _UNNUMBERED[chapter][0] if isinstance(chapter, str) else float(chapter)
 
 
 def _chapter_name(chapter: int | str) -> str:
     """How ``show`` names a chapter: "第 3 章"; "附录" for the appendix (notebook 08);
-    "综合项目" for the capstone."""
-    if chapter == CAPSTONE:
-        return "综合项目"
+    "综合项目" for the capstone; "调试实验" for the debugging lab."""
+    if isinstance(chapter, str):
+        return _UNNUMBERED[chapter][1]
     return "附录" if chapter == 8 else f"第 {chapter} 章"
 
 
@@ -120,7 +121,7 @@ class Exercise:
     """A self-test exercise.
 
     - ``id``: unique, ``"<topic>.<name>"``, e.g. ``"encoder.layernorm"``.
-    - ``chapter``: chapter number (0-8), or ``CAPSTONE`` ("C") for the unnumbered capstone. ``title``, ``prompt``: Chinese text; the prompt
+    - ``chapter``: chapter number (0-8), or ``CAPSTONE`` ("C") / ``LAB`` ("L"), unnumbered. ``title``, ``prompt``: Chinese text; the prompt
       states every edge case the cases test. ``hint``: the idea, not the formula, printed
       after a failed attempt. ``explanation``: the formula and why, printed by ``solution``.
     - ``kind``: ``"function"`` (the answer is a function, run on ``cases()``) or ``"value"``
@@ -158,14 +159,14 @@ class Exercise:
                 f"id must look like 'topic.name' (lowercase, digits, _), got {self.id!r}"
             )
         if isinstance(self.chapter, str):
-            if self.chapter != CAPSTONE:
+            if self.chapter not in _UNNUMBERED:
                 raise ValueError(
-                    f"chapter must be a chapter number or {CAPSTONE!r} (the capstone), "
-                    f"got {self.chapter!r}"
+                    f"chapter must be a chapter number or {CAPSTONE!r} (the capstone) or "
+                    f"{LAB!r} (the debugging lab), got {self.chapter!r}"
                 )
         elif isinstance(self.chapter, bool) or not isinstance(self.chapter, int):
             raise TypeError(
-                f"chapter must be an int or {CAPSTONE!r}, got {type(self.chapter).__name__}"
+                f"chapter must be an int or {CAPSTONE!r} or {LAB!r}, got {type(self.chapter).__name__}"
             )
         if self.kind not in ("function", "value"):
             raise ValueError(f"kind must be 'function' or 'value', got {self.kind!r}")
@@ -212,14 +213,13 @@ def unregister(exercise_id: str) -> None:
 
 
 def _discover() -> None:
-    """Import every ``chNN_*`` and ``capstone_*`` module of this package once; they call
-    ``register``."""
+    """Import every ``chNN_*``, ``capstone_*`` and ``lab_*`` module once; they call ``register``."""
     global _discovered
     if _discovered:
         return
     _discovered = True
     for module in pkgutil.iter_modules(__path__):
-        if re.fullmatch(r"(ch\d\d|capstone)_\w+", module.name):
+        if re.fullmatch(r"(ch\d\d|capstone|lab)_\w+", module.name):
             importlib.import_module(f"{__name__}.{module.name}")
 
 
@@ -238,7 +238,7 @@ def get_exercise(exercise_id: str) -> Exercise:
 
 
 def list_exercises(chapter: int | str | None = None) -> list[str]:
-    """Ids of the registered exercises (of ``chapter`` if given: a number or ``CAPSTONE``),
+    """Ids of the registered exercises (of ``chapter`` if given: a number, ``CAPSTONE``, ``LAB``),
     ordered as the chapters are in the book, then by id."""
     _discover()
     chosen = [e for e in _REGISTRY.values() if chapter is None or e.chapter == chapter]

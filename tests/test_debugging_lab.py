@@ -1,0 +1,255 @@
+"""The debugging lab: every planted bug is undone on exit, every diagnostic flags its bug and
+passes the healthy model, and the find-the-bug checker accepts only the hidden bug's name."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import pytest
+import torch
+
+from lecturekit import pretrained
+from lecturekit.chapters import lab_bugs
+from lecturekit.data import batching
+from lecturekit.decoding import beam, beam_search, greedy
+from lecturekit.exercises import LAB, check, get_exercise, list_exercises, show
+from lecturekit.model import attention, layers, masks
+from lecturekit.training import diagnostics as D
+from lecturekit.training import loop, small_train_config
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+V = 11  # the tiny model's target vocabulary (tests/_tiny_model.py)
+
+
+def _batch() -> batching.Batch:
+    """Four sentences of different lengths, padded (right) by the pipeline's collate."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = (5, 7, 4, 6)
+    pairs = [([int(t) for t in torch.randint(3, V, (n,), generator=gen)],) * 2 for n in lengths]
+    return batching.collate(pairs)  # read at call time: a planted collate is used
+
+
+def _unpadded() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    src = torch.randint(3, V, (3, 6), generator=gen)
+    tgt = torch.cat(
+        [torch.ones(3, 1, dtype=torch.long), torch.randint(3, V, (3, 5), generator=gen)], 1
+    )
+    return src, tgt
+
+
+def _model_probes() -> dict[str, object]:
+    src, tgt = _unpadded()
+    batch = _batch()
+    return {
+        "causality_probe": lambda m: D.causality_probe(m, src, tgt),
+        "mask_sanity": lambda m: D.mask_sanity(m, src, tgt),
+        "attention_reference_check": lambda m: D.attention_reference_check(),
+        "permutation_probe": lambda m: D.permutation_probe(m, src),
+        "padding_probe": lambda m: D.padding_probe(m, batch.src, batch.tgt_in),
+        "layernorm_axis_check": lambda m: D.layernorm_axis_check(m, src, tgt),
+        "residual_probe": lambda m: D.residual_probe(m, src, tgt),
+        "embedding_scale_check": lambda m: D.embedding_scale_check(m, src),
+        "initial_loss_check": lambda m: D.initial_loss_check(m, batch),
+    }
+
+
+# the probes of a model alone, and which of them each forward-pass bug trips
+EXPECTED = {
+    "causal_mask_missing": {"causality_probe", "mask_sanity"},
+    "causal_mask_inverted": {"causality_probe", "mask_sanity", "attention_reference_check"},
+    "no_scaling": {"attention_reference_check"},
+    "softmax_query_axis": {"causality_probe", "mask_sanity", "attention_reference_check"},
+    "source_padding_missing": {"padding_probe"},
+    "positions_missing": {"permutation_probe"},
+    "layernorm_wrong_axis": {"causality_probe", "padding_probe", "layernorm_axis_check"},
+    "residual_missing": {"residual_probe"},
+    "embedding_not_scaled": {"embedding_scale_check"},
+    "tied_embedding_std1": {"initial_loss_check"},
+}
+
+
+def test_every_bug_names_an_existing_diagnostic_and_its_own_switch():
+    assert len(lab_bugs.BUGS) >= 12
+    for name, bug in lab_bugs.BUGS.items():
+        assert bug.name == name and bug.line and bug.where.startswith("lecturekit.")
+        assert bug.diagnostic in D.__all__, bug.diagnostic
+    assert set(lab_bugs.MYSTERY_POOL) <= set(EXPECTED)
+
+
+def test_the_healthy_model_passes_every_model_probe(make_tiny_model):
+    model = make_tiny_model(tie_embeddings=True)
+    for probe, run in _model_probes().items():
+        assert not run(model).flagged, probe
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_forward_pass_bug_trips_exactly_its_probes(make_tiny_model, name):
+    with lab_bugs.plant(name):  # built inside: the initialisation bug acts at construction
+        model = make_tiny_model(tie_embeddings=True)
+        flagged = {probe for probe, run in _model_probes().items() if run(model).flagged}
+    assert flagged == EXPECTED[name]
+    assert BUG_DIAGNOSTIC_IN(name, flagged)
+
+
+def BUG_DIAGNOSTIC_IN(name: str, flagged: set[str]) -> bool:  # noqa: N802
+    """The diagnostic the table names first is among the probes that fire."""
+    return lab_bugs.BUGS[name].diagnostic in flagged | {"mask_picture"}
+
+
+def test_mask_picture_shows_the_three_masks(make_tiny_model):
+    src, tgt = _unpadded()
+    model = make_tiny_model()
+    assert D.mask_picture(model, src, tgt[:, :3]).splitlines() == [
+        "query  0 ■··",
+        "query  1 ■■·",
+        "query  2 ■■■",
+    ]
+    with lab_bugs.plant("causal_mask_inverted"):
+        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ·■■"
+    with lab_bugs.plant("causal_mask_missing"):
+        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ■■■"
+
+
+@pytest.mark.parametrize("name", sorted(lab_bugs.BUGS))
+def test_plant_restores_every_attribute_even_after_an_exception(name):
+    watched = [
+        (attention, "ATTENTION_FUNCTIONS"), (attention, "_attention_steps"),
+        (attention, "torch"), (attention, "causal_mask"), (masks, "causal_mask"),
+        (layers, "LAYER_NORM_FUNCTIONS"), (layers.Decoder, "forward"),
+        (layers.DecoderLayer, "_add_and_norm"), (layers.SinusoidalPositionalEncoding, "forward"),
+        (batching, "collate"), (loop, "label_smoothed_nll"), (loop, "learning_rate"),
+        (beam, "_penalty"), (beam, "eval_mode"),
+    ]  # fmt: skip
+    before = [getattr(obj, attr) for obj, attr in watched]
+    with pytest.raises(RuntimeError, match="boom"), lab_bugs.plant(name):
+        raise RuntimeError("boom")
+    assert [getattr(obj, attr) for obj, attr in watched] == before
+    with lab_bugs.plant(name):
+        pass
+    assert [getattr(obj, attr) for obj, attr in watched] == before
+
+
+def test_the_healthy_behaviour_is_back_after_a_planted_block(make_tiny_model):
+    model = make_tiny_model()
+    src, tgt = _unpadded()
+    with contextlib.suppress(RuntimeError), lab_bugs.plant("causal_mask_missing"):
+        assert D.causality_probe(model, src, tgt).flagged
+        raise RuntimeError("boom")
+    assert not D.causality_probe(model, src, tgt).flagged
+
+
+def test_plant_refuses_an_unknown_name():
+    with pytest.raises(ValueError, match="name must be one of"), lab_bugs.plant("typo"):
+        pass
+
+
+def test_loss_padding_probe_flags_a_loss_that_counts_padding():
+    batch = _batch()
+    logits = torch.randn(*batch.tgt_out.shape, V, generator=torch.Generator().manual_seed(0))
+
+    def loss(lg, target):  # the loss fit uses, read at call time
+        return loop.label_smoothed_nll(lg, target, 0.1, 0)
+
+    assert not D.loss_padding_probe(loss, logits, batch.tgt_out).flagged
+    with lab_bugs.plant("loss_counts_padding"):
+        assert D.loss_padding_probe(loss, logits, batch.tgt_out).flagged
+
+
+def test_label_shift_check_flags_unshifted_labels():
+    assert not D.label_shift_check(_batch()).flagged
+    with lab_bugs.plant("labels_not_shifted"):
+        assert D.label_shift_check(_batch()).flagged
+
+
+def test_determinism_probe_flags_dropout_left_on(make_tiny_model):
+    model = make_tiny_model(dropout=0.5).train()  # as after a training loop
+    src, _ = _unpadded()
+    assert not D.determinism_probe(lambda: greedy(model, src, 8).tokens).flagged
+    with lab_bugs.plant("dropout_at_decoding"):
+        assert D.determinism_probe(lambda: greedy(model, src, 8).tokens).flagged
+
+
+def test_warmup_check_flags_a_schedule_without_warmup():
+    config = small_train_config()
+    assert not D.warmup_check(lambda step: loop.learning_rate(step, config, 64)).flagged
+    with lab_bugs.plant("post_ln_no_warmup"):
+        assert D.warmup_check(lambda step: loop.learning_rate(step, config, 64)).flagged
+        after = [loop.learning_rate(s, config, 64) for s in (200, 400)]
+    assert after == [loop.learning_rate(s, config, 64) for s in (200, 400)]  # decay unchanged
+
+
+def test_beam_ranking_check_flags_ranking_by_summed_log_prob():
+    ckpt = pretrained.load("reverse-tiny")
+    src = batching.collate(pretrained.recipe_task("reverse-tiny").encoded("test")[:8]).src
+
+    def ranked() -> list[list[tuple[int, float]]]:
+        out = beam_search(ckpt.model, src, 5, 14, length_penalty=1.0, n_best=5)
+        return [[(len(h.tokens), h.log_prob) for h in hyps] for hyps in out.hypotheses]
+
+    assert not any(D.beam_ranking_check(r, 1.0).flagged for r in ranked())
+    with lab_bugs.plant("beam_summed_log_prob"):
+        assert any(D.beam_ranking_check(r, 1.0).flagged for r in ranked())
+    # by hand: alpha = 2 divides log P by (8/6)^2 and (14/6)^2, the longer one ranks first
+    assert D.beam_ranking_check([(3, -1.0), (9, -1.2)], 2.0).flagged
+    assert not D.beam_ranking_check([(9, -1.2), (3, -1.0)], 2.0).flagged
+    assert not D.beam_ranking_check([(3, -1.0), (9, -1.2)], 0.0).flagged
+
+
+def test_free_running_check_flags_an_undertrained_model_and_passes_a_trained_one():
+    def run(name: str) -> D.Diagnosis:
+        ckpt = pretrained.load(name)
+        pairs = pretrained.recipe_task(name).encoded("test")[:100]
+        return D.free_running_check(ckpt.model, [batching.collate(pairs)])
+
+    assert run("reverse-tiny").flagged  # 128 steps: right with the gold prefix only
+    assert not run("reverse-small").flagged
+
+
+def test_overfit_one_batch_flags_unshifted_labels(make_tiny_model):
+    model = make_tiny_model(d_model=32, n_heads=4, d_ff=64)
+    assert not D.overfit_one_batch(model, _batch(), steps=60, lr=1e-2).flagged
+    with lab_bugs.plant("labels_not_shifted"):
+        assert D.overfit_one_batch(model, _batch(), steps=60, lr=1e-2).flagged
+
+
+def test_gradient_norms_by_layer_names_every_layer(make_tiny_model):
+    model = make_tiny_model(n_encoder_layers=2, n_decoder_layers=3)
+    norms = D.gradient_norms_by_layer(model, _batch())
+    assert list(norms) == ["encoder.0", "encoder.1", "decoder.0", "decoder.1", "decoder.2"]
+    assert all(math.isfinite(v) and v > 0 for v in norms.values())
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_diagnosis_prints_a_verdict_without_numbers(make_tiny_model):
+    src, tgt = _unpadded()
+    text = str(D.causality_probe(make_tiny_model(), src, tgt))
+    assert text.startswith("causality_probe: passed (") and not any(c.isdigit() for c in text)
+
+
+def test_mystery_hides_different_bugs_and_the_checker_accepts_only_the_hidden_one(capsys):
+    assert len({lab_bugs.mystery_bug(s) for s in range(len(lab_bugs.MYSTERY_POOL))}) == len(
+        lab_bugs.MYSTERY_POOL
+    )
+    ids = list_exercises(chapter=LAB)
+    assert len(ids) >= 2
+    hidden = [get_exercise(i).reference for i in ids]
+    assert len(set(hidden)) == len(hidden)
+    for exercise_id, right in zip(ids, hidden, strict=True):
+        assert check(exercise_id, right)
+        for other in sorted(set(lab_bugs.BUGS) - {right}):
+            assert not check(exercise_id, other)
+        output = capsys.readouterr().out
+        assert f"期望 {right!r}" not in output  # a wrong guess does not reveal the answer
+    show(ids[0])
+    assert "（调试实验）" in capsys.readouterr().out
+
+
+def test_the_mystery_block_plants_its_bug(make_tiny_model):
+    src, tgt = _unpadded()
+    model = make_tiny_model()
+    with lab_bugs.mystery(3):
+        flagged = {p for p, run in _model_probes().items() if run(model).flagged}
+    assert flagged == EXPECTED[lab_bugs.mystery_bug(3)]
