@@ -41,16 +41,13 @@ name read from its source file without importing it.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import inspect
 import pkgutil
 import re
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lecturekit._common import check_number, check_type
@@ -284,30 +281,12 @@ def solution(exercise_id: str) -> None:
         print(f"答案：{ex.reference!r}")
         return
     if ex.model_answer:
-        print(_source_of(ex.model_answer))
+        print(running.source_of(ex.model_answer))
         return
     try:
         print(inspect.getsource(ex.reference).rstrip())
     except (OSError, TypeError):  # source not available (e.g. a frozen install)
         print(f"（参考函数 {ex.reference.__qualname__} 的源代码不可用）")
-
-
-def _source_of(dotted: str) -> str:
-    """Source of the function ``dotted`` (decorators included), read from its module's file
-    without importing the module (a Triton kernel's module imports triton)."""
-    module, _, name = dotted.rpartition(".")
-    spec = importlib.util.find_spec(module)
-    path = spec.origin if spec is not None else None
-    try:
-        text = Path(path).read_text(encoding="utf-8") if path else ""
-    except OSError:
-        text = ""
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            lines = text.splitlines()[first - 1 : node.end_lineno]
-            return textwrap.dedent("\n".join(lines)).rstrip()
-    return f"（参考解答 {dotted} 的源代码不可用）"
 
 
 def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) -> bool:

@@ -30,19 +30,23 @@ helper thread) stays possible.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import ctypes
 import importlib
+import importlib.util
 import inspect
 import multiprocessing
 import os
 import sys
+import textwrap
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -406,3 +410,21 @@ def verdict(passed: bool) -> bool | Verdict:
     if ipython is not None and ipython.get_ipython() is not None:
         return Verdict(passed)
     return passed
+
+
+def source_of(dotted: str) -> str:
+    """Source of the function ``dotted`` (decorators included), read from its module's file
+    without importing the module (a Triton kernel's module imports triton)."""
+    module, _, name = dotted.rpartition(".")
+    spec = importlib.util.find_spec(module)
+    path = spec.origin if spec is not None else None
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else ""
+    except OSError:
+        text = ""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            lines = text.splitlines()[first - 1 : node.end_lineno]
+            return textwrap.dedent("\n".join(lines)).rstrip()
+    return f"（参考解答 {dotted} 的源代码不可用）"
