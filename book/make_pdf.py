@@ -5,8 +5,10 @@ singlehtml``), then runs this script, which opens that page offline in headless 
 through Playwright (no browser is downloaded; every request that is not ``file://`` is
 refused), waits until MathJax has typeset every formula, every font and image has loaded,
 opens every solution dropdown (paper cannot unfold one), and prints A4 pages with page
-numbers and a bookmark per chapter and section (Chromium's document outline, from the
-headings). Chromium embeds the subset of each font it uses, so the Chinese text (WenQuanYi
+numbers, the chapter's title at the top of each page (a named page per chapter with a CSS
+margin box), a bookmark per part, chapter and section (Chromium's document outline, from the
+headings) and the title page's contents with each chapter's page number (the book is printed
+twice: the first print tells where the chapters start). Chromium embeds the subset of each font it uses, so the Chinese text (WenQuanYi
 Micro Hei, which ``make`` installs) and MathJax's glyphs travel inside the PDF.
 
 Widgets need a running Python, so the PDF, like the web page, shows the static figure that
@@ -32,8 +34,13 @@ REPORT = "print-report.json"  # beside the PDF: the parts added, formulas still 
 
 # Print layout: the title page and the article alone (KEEP_ARTICLE drops the theme's header,
 # sidebars and footers); code wraps instead of being cut at the page's edge.
+PAGE_WIDTH_MM, MARGIN_MM = 210, 14  # A4; the left and right margins
+# the text column's width in CSS pixels (96 per inch): the page is laid out at this width
+COLUMN_PX = (PAGE_WIDTH_MM - 2 * MARGIN_MM) / 25.4 * 96
 PRINT_CSS = """
-@page { size: A4; margin: 16mm 14mm 16mm 14mm; }
+@page { size: A4; margin: 16mm 14mm 16mm 14mm;
+  @bottom-center { content: counter(page) " / " counter(pages); font-size: 8px; color: #555; } }
+@page lk-title { @bottom-center { content: none; } }
 html { font-size: 14px; }
 body { display: block !important; margin: 0 !important; padding: 0 !important;
   background: white; }
@@ -52,10 +59,13 @@ figure, table, .cell_output img, mjx-container[display="true"] { break-inside: a
 h1, h2, h3 { break-after: avoid; }
 /* a part of the book (KEEP_ARTICLE adds one heading per part of _toc.yml) */
 h2.lk-part { break-before: page; text-align: center; font-size: 2rem; margin: 60mm 0 0 0; }
-h2.lk-part + span[id^="document-"] + section { break-before: page; }
 mjx-container[display="true"] { overflow: visible !important; }
-/* each chapter (each page of the web book) starts on a new sheet */
-span[id^="document-"] + section { break-before: page; }
+/* each chapter (each page of the web book) starts on a new sheet (RUNNING_HEADERS marks
+   them) */
+section.lk-chapter { break-before: page; }
+/* the title page's contents: each chapter with its page number */
+#jb-print-toc li { display: flex; align-items: baseline; gap: 0.4em; }
+#jb-print-toc li .lk-toc-leader { flex: 1; border-bottom: 1px dotted #999; }
 """
 
 # Keeps the article alone and puts the theme's print table of contents under the book's
@@ -134,18 +144,84 @@ OUTLINE = """(parts) => {
   return added;
 }"""
 
+# Every page of a chapter carries the chapter's title at its top (a CSS margin box of a
+# named page per chapter; Chromium prints them); the intro's pages carry the book's title,
+# the title page and a part's page none. Returns the CSS to add.
+RUNNING_HEADERS = """() => {
+  const quote = text => '"' + text.replace(/\\s+/g, ' ').trim()
+    .replace(/\\\\/g, '\\\\\\\\').replace(/"/g, '\\\\"') + '"';
+  const box = text => `{ @top-center { content: ${quote(text)}; font-size: 8px; color: #555; } }`;
+  const rules = [];
+  const root = document.querySelector('.bd-article section');
+  const title = document.querySelector('.bd-article h1');
+  if (root && title) {
+    root.style.page = 'lk-intro';
+    rules.push(`@page lk-intro ${box(title.textContent)}`);
+    title.style.page = 'lk-title';
+    document.querySelector('#jb-print-toc').style.page = 'lk-title';
+  }
+  document.querySelectorAll('h2.lk-part').forEach(part => { part.style.page = 'lk-part'; });
+  // a chapter's marker (the target of links to the chapter) moves to the top of its section:
+  // between two sections it would end one sheet and, as a box of the intro's named page,
+  // print a blank sheet with the intro's header
+  document.querySelectorAll('span[id^="document-"]').forEach(marker => {
+    const chapter = marker.nextElementSibling;
+    if (!chapter || chapter.tagName !== 'SECTION') return;
+    chapter.classList.add('lk-chapter');
+    chapter.prepend(marker);
+  });
+  document.querySelectorAll('section.lk-chapter').forEach((chapter, index) => {
+    const heading = chapter.querySelector('h1, h2, h3, h4, h5, h6');
+    if (!heading) return;
+    chapter.style.page = `lk-chapter-${index}`;
+    rules.push(`@page lk-chapter-${index} ${box(heading.textContent)}`);
+  });
+  return rules.join('\\n');
+}"""
+
+# The chapters that the title page's contents link to (the ids of their markers, which
+# RUNNING_HEADERS moved to the top of each chapter: the PDF's named destination of a chapter
+# is its first page); null for a link to no chapter.
+TOC_TARGETS = """() => Array.from(document.querySelectorAll('#jb-print-toc a[href^="#document-"]'))
+  .map(link => {
+    const marker = document.getElementById(link.getAttribute('href').slice(1));
+    return marker && marker.parentElement.classList.contains('lk-chapter') ? marker.id : null;
+  })"""
+
+# Writes each chapter's page number after its entry in the title page's contents.
+TOC_NUMBERS = """(numbers) => {
+  document.querySelectorAll('#jb-print-toc a[href^="#"]').forEach(link => {
+    const number = numbers[link.getAttribute('href').slice(1)];
+    const item = link.closest('li');
+    if (!item || number === undefined) return;
+    let page = item.querySelector(':scope > .lk-toc-page');
+    if (!page) {
+      const leader = document.createElement('span');
+      leader.className = 'lk-toc-leader';
+      page = document.createElement('span');
+      page.className = 'lk-toc-page';
+      link.after(leader, page);
+    }
+    page.textContent = String(number);
+  });
+}"""
+
 # A display formula wider than the printed column would be cut at the page's edge: it is
 # scaled down to fit. Returns the formulas still wider than their column (none, normally).
 FIT_FORMULAS = """() => {
-  const clipped = [];
-  document.querySelectorAll('mjx-container[display="true"]').forEach(math => {
+  const clipped = [], scaled = [];
+  const formulas = document.querySelectorAll('mjx-container[display="true"]');
+  formulas.forEach(math => {
     const column = math.parentElement.clientWidth;
     const drawn = math.firstElementChild ? math.firstElementChild.getBoundingClientRect().width : 0;
-    if (drawn > column) math.style.fontSize = `${Math.floor((100 * column) / drawn) - 1}%`;
+    if (drawn > column) {
+      math.style.fontSize = `${Math.floor((100 * column) / drawn) - 1}%`;
+      scaled.push(Math.round(drawn));
+    }
     const after = math.firstElementChild ? math.firstElementChild.getBoundingClientRect().width : 0;
     if (after > column + 1) clipped.push(math.textContent.slice(0, 60));
   });
-  return clipped;
+  return {measured: formulas.length, width: document.documentElement.clientWidth, scaled, clipped};
 }"""
 
 READY = """async () => {
@@ -167,11 +243,6 @@ OPEN_DROPDOWNS = """() => {
   document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
   document.querySelectorAll('details').forEach(d => { d.open = true; });
 }"""
-
-FOOTER = (
-    '<div style="font-size: 8px; width: 100%; text-align: center; color: #555;">'
-    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
-)
 
 
 def book_parts(toc: Path = ROOT / "_toc.yml") -> list[tuple[str, list[str]]]:
@@ -241,28 +312,68 @@ def print_book(singlehtml: Path, output: Path) -> Path:
                 raise SystemExit("the page lacks the article's title or the theme's print contents")
             page.add_style_tag(content=PRINT_CSS)
             parts = page.evaluate(OUTLINE, book_parts())
-            clipped = page.evaluate(FIT_FORMULAS)
-            report = {"parts": parts, "clipped_formulas": clipped}
+            page.add_style_tag(content=page.evaluate(RUNNING_HEADERS))
+            chapters = page.evaluate(TOC_TARGETS)
+            if None in chapters:
+                raise SystemExit(f"a chapter of the contents has no section: {chapters}")
+            # lay the page out at the printed column's width, so that what is measured below
+            # is what is printed
+            page.set_viewport_size({"width": int(COLUMN_PX), "height": 1400})
+            formulas = page.evaluate(FIT_FORMULAS)
+            report = {"parts": parts, "clipped_formulas": formulas.pop("clipped"), **formulas}
+            if report["clipped_formulas"]:
+                raise SystemExit(f"display formulas wider than the page: {report}")
+            report["toc_pages"] = _number_contents(page, target, chapters)
             (output / REPORT).write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
-            if clipped:
-                raise SystemExit(f"display formulas wider than the page: {clipped}")
-            page.pdf(
-                path=str(target),
-                format="A4",
-                print_background=True,
-                outline=True,
-                tagged=True,
-                prefer_css_page_size=True,
-                display_header_footer=True,
-                header_template="<div></div>",
-                footer_template=FOOTER,
-            )
         finally:
             browser.close()
     if refused:
         raise SystemExit(f"the page asked for the network, which a PDF build must not: {refused}")
     _undouble_bookmarks(target)
     return target
+
+
+def _print(page, target: Path) -> None:  # type: ignore[no-untyped-def]
+    page.pdf(
+        path=str(target),
+        format="A4",
+        print_background=True,
+        outline=True,
+        tagged=True,
+        prefer_css_page_size=True,
+    )
+
+
+def _chapter_pages(pdf: Path, chapters: list[str]) -> dict[str, int]:
+    """The page number (from 1) where each chapter section named in ``chapters`` starts,
+    from the PDF's named destinations (one per link target)."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(pdf)
+    destinations = reader.named_destinations
+    return {
+        chapter: reader.get_destination_page_number(destinations[key]) + 1
+        for chapter in chapters
+        if (key := "/" + chapter) in destinations
+    }
+
+
+def _number_contents(page, target: Path, chapters: list[str]) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Print the book until the page numbers written into its contents are the pages where
+    the chapters start (the numbers take no new line, so the second print normally agrees);
+    return them."""
+    numbers: dict[str, int] = {}
+    for _ in range(3):
+        _print(page, target)
+        found = _chapter_pages(target, chapters)
+        if len(found) != len(chapters):
+            missing = sorted(set(chapters) - set(found))
+            raise SystemExit(f"the PDF has no destination for the chapters {missing}")
+        if found == numbers:
+            return numbers
+        numbers = found
+        page.evaluate(TOC_NUMBERS, numbers)
+    raise SystemExit(f"the contents' page numbers did not settle: {numbers}")
 
 
 def _undouble_bookmarks(pdf: Path) -> None:

@@ -10,7 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
+import figures  # noqa: E402
 import search_terms  # noqa: E402
+import theme_zh  # noqa: E402
 from sphinx.errors import ExtensionError  # noqa: E402
 
 
@@ -103,3 +105,53 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
         search_terms.teaching_chapters(
             [search_terms.GlossaryRow(("x",), (), "x", "第 9 章")], order, {}, {}
         )
+
+
+def test_figure_titles_are_read_from_string_literals() -> None:
+    source = (
+        "%matplotlib inline\n"
+        "fig, (a, b) = plt.subplots(1, 2)\n"
+        "a.set_title('损失  曲线')\n"
+        "b.set_title(f'第 {n} 层')  # computed: unknown until the cell runs\n"
+        "plot_attention(w, title='注意力权重')\n"
+        "fig.suptitle('两个' '面板')\n"
+        "a.set_title('损失 曲线')\n"
+    )
+    assert figures.figure_titles(source) == (["两个面板"], ["损失 曲线", "注意力权重"])
+    assert figures.figure_titles("x = (") == ([], [])
+
+
+def test_captions_prefer_metadata_then_titles_then_the_heading() -> None:
+    one_title = "ax.set_title('A')"
+    assert figures.captions(one_title, {"caption": "给定"}, 1, "标题") == ["给定"]
+    assert figures.captions(one_title, {"caption": ["一", "二"]}, 2, "标题") == ["一", "二"]
+    assert figures.captions(one_title, {}, 1, "标题") == ["A"]
+    # two panels of one figure: both titles; one title per figure: one each
+    assert figures.captions("a.set_title('A')\nb.set_title('B')", {}, 1, "H") == ["A；B"]
+    assert figures.captions("plt.title('A')\nplt.title('B')", {}, 2, "H") == ["A", "B"]
+    # a grid of many panels, or no literal title: the section's heading
+    many = "\n".join(f"ax[{i}].set_title('头 {i}')" for i in range(4))
+    assert figures.captions(many, {}, 1, "多头") == ["多头"]
+    assert figures.captions("plot(x)", {}, 2, "H") == ["H", "H"]
+
+
+def test_figure_numbers_follow_the_chapter() -> None:
+    assert figures.figure_prefix("第 4 章 解码器 (decoder)") == "4."
+    assert figures.figure_prefix("附录 (appendix)") == "A."
+    assert figures.figure_prefix("综合项目：拼音到汉字") == ""
+    assert figures.plain("生成门 $p_{\\rm gen}$ (小 = 复制)") == "生成门 p_gen (小 = 复制)"
+
+
+def test_theme_words_are_simplified_chinese() -> None:
+    buttons = [
+        {"tooltip": "Launch on Colab", "text": "Colab"},
+        {"tooltip": "Source repositories", "buttons": [{"text": "Repository"}]},
+        {"tooltip": "列印成 PDF"},
+    ]
+    theme_zh.translate_buttons(buttons)
+    assert buttons[0] == {"tooltip": "在 Colab 中打开", "text": "Colab"}
+    assert buttons[1]["tooltip"] == "源代码仓库"
+    assert buttons[1]["buttons"][0]["text"] == "源代码仓库"
+    assert buttons[2]["tooltip"] == "打印成 PDF"
+    html = '<details><summary aria-label="Toggle hidden content">显示代码</summary></details>'
+    assert "Toggle" not in theme_zh.translate_labels(html)

@@ -495,3 +495,46 @@ def test_search_results_show_the_matching_sentence(browser, query: str) -> None:
         assert not problems, str(problems)
     finally:
         context.close()
+
+
+HASHED_NAME = re.compile(r"[0-9a-f]{32,}")
+FIGURE_NUMBER = re.compile(r"^图 (?:(\d+|A)\.)?(\d+)$")
+
+
+def _png_outputs(notebook: Path) -> int:
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    return sum(
+        "image/png" in output.get("data", {})
+        for cell in cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
+def test_every_plot_has_a_number_caption_and_alt_text(path: Path) -> None:
+    """book/_ext/figures.py: each plot of a chapter is a figure "图 N.K" (K = 1, 2, … in
+    page order) with a caption, which is also its alt text instead of the hashed file name."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    images = soup.select("article.bd-article .cell_output img")
+    notebook = ROOT / "notebooks" / f"{path.stem}.ipynb"
+    assert len(images) == _png_outputs(notebook), f"{_page_id(path)}: a plot was not shown"
+    numbers = []
+    for image in images:
+        figure = image.find_parent("figure")
+        assert figure is not None and "lk-figure" in figure.get("class", []), image.get("src")
+        number = figure.select_one("figcaption .caption-number")
+        assert number is not None, f"{_page_id(path)}: {image.get('src')} has no number"
+        match = FIGURE_NUMBER.match(number.get_text())
+        assert match, f"{_page_id(path)}: figure number {number.get_text()!r}"
+        numbers.append(int(match.group(2)))
+        caption = figure.select_one("figcaption").get_text(" ", strip=True)
+        text = caption.removeprefix(number.get_text()).strip()
+        assert text, f"{_page_id(path)}: {number.get_text()} has no caption"
+        alt = image.get("alt", "")
+        assert not HASHED_NAME.search(alt) and alt.startswith(number.get_text()), alt
+    assert numbers == list(range(1, len(numbers) + 1)), f"{_page_id(path)}: {numbers}"

@@ -11,7 +11,9 @@ skipped otherwise. Checks what issue 31 found broken or in the way:
 - every widget's controls are disabled with a label saying where they work (the static book
   has no Python to redraw a figure);
 - every figure shown at less than 60 % of its drawn width opens at full size on a click;
-- the Colab set-up cell is not in the book; the theme speaks Simplified Chinese.
+- no display formula is wider than its column on a laptop;
+- the Colab set-up cell is not in the book; the theme speaks Simplified Chinese and writes
+  every chapter number "第 N 章".
 
 Every page is also photographed at both sizes into ``_build/screenshots/<size>/``.
 """
@@ -198,6 +200,26 @@ OVERFLOW = """() => {
 }"""
 
 
+# Display formulas drawn wider than their column on a laptop: each must be broken into lines
+# in its Markdown (aligned, gathered); on a phone a wide one scrolls (the test below).
+WIDE_FORMULAS = """() => Array.from(
+  document.querySelectorAll('article.bd-article mjx-container[display="true"]')
+).filter(math => math.checkVisibility() && math.firstElementChild
+  && math.firstElementChild.getBoundingClientRect().width > math.parentElement.clientWidth + 1)
+ .map(math => math.textContent.slice(0, 60))"""
+WITH_DISPLAY_MATH = [p for p in PAGES if '<div class="math' in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("path", WITH_DISPLAY_MATH, ids=_page_id)
+def test_display_formulas_fit_a_laptop_column(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, path, LAPTOP)
+    try:
+        wide = page.evaluate(WIDE_FORMULAS)
+        assert not wide, f"{_page_id(path)}: formulas wider than the column: {wide}"
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_nothing_is_cut_at_the_right(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
@@ -283,7 +305,13 @@ def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> 
         context.close()
 
 
-THEME_WORDS = re.compile(r"Launch on|Toggle \w+ sidebar|Search this book|列印")
+# The theme's English and Traditional strings (book/_ext/theme_zh.py replaces them), and a
+# chapter number not written "第 N 章" (with its spaces, as in every title and link).
+THEME_WORDS = re.compile(
+    r"Launch on|Launch interactive|Toggle \w+ sidebar|Toggle hidden|Search this book|列印"
+    r"|>Repository<|>Open issue<|Source repositories|Color mode|System Settings|Colab logo"
+    r"|第(?:\d+ ?| \d+)章"
+)
 
 
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)

@@ -4,9 +4,11 @@ Run by ``make test`` after ``make pdf`` (``pytest tests/test_pdf.py --run-book``
 otherwise, like the browser test. Checks: a plausible page count; every font embedded, a CJK
 one among them; every chapter title extractable as text and bookmarked; every figure of the
 book printed; no raw TeX left in the text (MathJax typeset every formula); the bookmarks
-have a part level, no title run together twice and no space lost; no display formula was
-wider than the page (make_pdf.py scales a wide one down and reports any it could not fit);
-the Colab set-up cell is not printed.
+have a part level with each part's chapters under it, no title run together twice and no
+space lost; the title page's contents give each chapter's page; every page of a chapter
+carries its title at the top; no display formula was wider than the printed column
+(make_pdf.py measures them at that width, scales a wide one down and reports any it could
+not fit); the Colab set-up cell is not printed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book"))
-from make_pdf import REPORT, book_parts, pdf_name  # noqa: E402
+from make_pdf import COLUMN_PX, MARGIN_MM, REPORT, book_parts, pdf_name  # noqa: E402
 
 PDF = ROOT / "_build" / "pdf" / pdf_name()
 SINGLEHTML = ROOT / "_build" / "singlehtml" / "print.html"
@@ -144,11 +146,33 @@ def _bookmarks(outline, depth: int = 0) -> list[tuple[int, str]]:  # type: ignor
 DOUBLED = re.compile(r"^(.{2,})\s*\1$")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (issue 31): after the merges of 2026-12-03 one part bookmark lands at "
-    "depth 4 instead of 1; fix book/make_pdf.py's OUTLINE, then remove this mark",
-)
+def _outline_tree(reader, outline=None) -> list[tuple[str, int, list]]:  # type: ignore[no-untyped-def]
+    """The bookmarks as a tree: (title, page index, children); pypdf lists an item's children
+    as the list that follows it."""
+    tree: list[tuple[str, int, list]] = []
+    for item in reader.outline if outline is None else outline:
+        if isinstance(item, list):
+            tree[-1][2].extend(_outline_tree(reader, item))
+        else:
+            title = item.title.replace("\xa0", " ")
+            tree.append((title, reader.get_destination_page_number(item), []))
+    return tree
+
+
+def _doc_titles() -> dict[str, str]:
+    """The title of each document of _toc.yml's parts: a notebook's or a page's first line."""
+    titles = {}
+    for _, documents in book_parts():
+        for name in documents:
+            path = next((ROOT / name).parent.glob(Path(name).name + ".*"))
+            if path.suffix == ".ipynb":
+                first = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
+            else:
+                first = path.read_text(encoding="utf-8").splitlines()[0]
+            titles[name] = first.removeprefix("# ").strip()
+    return titles
+
+
 def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[no-untyped-def]
     bookmarks = _bookmarks(reader.outline)
     doubled = [title for _, title in bookmarks if DOUBLED.match(title)]
@@ -159,21 +183,83 @@ def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[
         assert title in titles or re.sub(r"\s+", " ", title) in titles, (
             f"chapter {title!r} is not a bookmark with its spaces: {sorted(titles)[:5]}…"
         )
-    levels = {title: depth for depth, title in bookmarks}
-    for caption, _ in book_parts():
-        assert caption in levels, f"part {caption!r} has no bookmark"
-    chapter_depth = {levels[t] for t in _chapter_titles() if t in levels}
-    part_depth = {levels[caption] for caption, _ in book_parts()}
-    assert len(part_depth) == 1 and min(chapter_depth) > max(part_depth), (
-        f"parts at depth {part_depth}, chapters at {chapter_depth}: chapters must nest in parts"
+    # one top bookmark, the book's title; under it the intro's sections and every part, in
+    # the order of _toc.yml (depth 1), each with exactly its chapters under it (depth 2)
+    tree = _outline_tree(reader)
+    assert len(tree) == 1, f"top-level bookmarks: {[title for title, _, _ in tree]}"
+    level_one = {title: children for title, _, children in tree[0][2]}
+    captions = [caption for caption, _ in book_parts()]
+    assert [t for t, _, _ in tree[0][2] if t in captions] == captions, list(level_one)
+    documents = _doc_titles()
+    for caption, names in book_parts():
+        chapters = [title for title, _, _ in level_one[caption]]
+        assert chapters == [documents[name] for name in names], (
+            f"part {caption!r} holds the bookmarks {chapters}"
+        )
+
+
+def _chapter_starts(reader) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+    """(title, page index) of every chapter's bookmark, in the book's order."""
+    parts = {caption for caption, _ in book_parts()}
+    return [
+        (title, page)
+        for part, _, chapters in _outline_tree(reader)[0][2]
+        if part in parts
+        for title, page, _ in chapters
+    ]
+
+
+def test_contents_give_each_chapter_its_page_number(reader) -> None:  # type: ignore[no-untyped-def]
+    starts = _chapter_starts(reader)
+    contents = _squash("".join(reader.pages[i].extract_text() for i in range(starts[0][1])))
+    for title, page in starts:
+        found = re.search(re.escape(_squash(title)) + r"(\d+)", contents)
+        assert found, f"the contents list {title!r} without a page number"
+        assert int(found.group(1)) == page + 1, f"{title!r} starts on page {page + 1}: {found[0]}"
+
+
+def _header(page) -> str:  # type: ignore[no-untyped-def]
+    """The text printed in a page's top margin (above the 16 mm of make_pdf.py's @page)."""
+    top = float(page.mediabox.top) - 16 * 72 / 25.4
+    found: list[str] = []
+
+    def visit(text, cm, tm, font, size) -> None:  # type: ignore[no-untyped-def]
+        if text.strip() and tm[4] * cm[1] + tm[5] * cm[3] + cm[5] > top:
+            found.append(text)
+
+    page.extract_text(visitor_text=visit)
+    return _squash("".join(found))
+
+
+def test_every_page_of_a_chapter_carries_its_title(reader) -> None:  # type: ignore[no-untyped-def]
+    starts = _chapter_starts(reader)
+    # a chapter ends where the next chapter or the next part's own page starts
+    parts = {caption for caption, _ in book_parts()}
+    bounds = sorted(
+        {page for title, page, _ in _outline_tree(reader)[0][2] if title in parts}
+        | {page for _, page in starts}
+        | {len(reader.pages)}
     )
+    for title, first in starts:
+        end = min(bound for bound in bounds if bound > first)
+        for index in sorted({first, (first + end) // 2, end - 1}):
+            header = _header(reader.pages[index])
+            assert header == _squash(title), f"page {index + 1} of {title!r} has header {header!r}"
+    assert _header(reader.pages[0]) == "", "the title page has a running header"
 
 
-def test_no_display_formula_is_clipped() -> None:
+def test_no_display_formula_is_clipped(reader) -> None:  # type: ignore[no-untyped-def]
     import json
 
     report = json.loads((PDF.parent / REPORT).read_text(encoding="utf-8"))
     assert report["parts"] == len(book_parts()), report
+    # make_pdf.py measured every display formula with the page laid out at the width of the
+    # printed column (the A4 page less its margins) and scaled down any wider one
+    box = reader.pages[0].mediabox
+    column = (float(box.width) - 2 * MARGIN_MM * 72 / 25.4) * 96 / 72
+    assert abs(COLUMN_PX - column) < 1 and report["width"] == int(COLUMN_PX), report
+    formulas = SINGLEHTML.read_text(encoding="utf-8").count('<div class="math')
+    assert report["measured"] >= formulas > 0, report
     assert report["clipped_formulas"] == [], report
 
 

@@ -4,8 +4,10 @@ sphinx-book-theme's zh_CN catalog leaves some strings in English ("Launch on Col
 search box's "Search this book...", the sidebar buttons' "Toggle primary sidebar") and
 gives others in Traditional wording ("列印成 PDF"). This extension replaces them where they
 are made: the search box's text is a theme option, the header buttons are a list in each
-page's template context (rewritten after the theme filled it in), and the two sidebar buttons
-are templates, overridden in ``book/_templates/``. tests/test_book_ext.py checks
+page's template context (rewritten after the theme filled it in, with the ``translate``
+function their macros call), the two sidebar buttons and the colour-mode switch are
+templates, overridden in ``book/_templates/``, and the ARIA label of a folded cell is
+rewritten in the page's body. tests/test_book_ext.py checks
 the mapping, tests/test_book_html.py the built pages.
 """
 
@@ -32,6 +34,16 @@ WORDS = {
     "Fullscreen mode": "全屏模式",
     "repository": "仓库",
     "open issue": "提交问题",
+    "Repository": "源代码仓库",
+    "Open issue": "提交问题 (issue)",
+    "Source repositories": "源代码仓库",
+    "Launch interactive content": "在线运行",
+    # the alt text of a button's logo: "Colab logo"
+    "logo": "图标",
+}
+# ARIA labels that myst-nb writes into a page's body in English
+LABELS = {
+    '<summary aria-label="Toggle hidden content">': '<summary aria-label="显示或隐藏内容">',
 }
 TEMPLATES = Path(__file__).resolve().parents[1] / "_templates"
 
@@ -58,6 +70,19 @@ def _page_context(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: object
 ) -> None:
     translate_buttons(context.get("header_buttons") or [])
+    # the buttons' macros translate their texts with this function (the logo's alt text too)
+    theme_translate = context.get("translate")
+    if callable(theme_translate):
+        context["translate"] = lambda text: WORDS.get(text, theme_translate(text))
+    if isinstance(context.get("body"), str):
+        context["body"] = translate_labels(context["body"])
+
+
+def translate_labels(html: str) -> str:
+    """``html`` with the English ARIA labels of ``LABELS`` in Chinese."""
+    for english, chinese in LABELS.items():
+        html = html.replace(english, chinese)
+    return html
 
 
 def setup(app: Sphinx) -> dict[str, object]:
