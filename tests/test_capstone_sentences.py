@@ -14,6 +14,7 @@ from lecturekit.chapters.capstone_sentences import (
     SyllableTagger,
     TaggerIME,
     clause_batch,
+    ime_candidates,
     k_best_independent,
     pinyin_syllables,
     sentence_vocabs,
@@ -278,3 +279,18 @@ def test_make_sentence_model_builds_the_recipes_kind() -> None:
     assert type(at).__name__ == "Transformer" and isinstance(nat, SyllableTagger)
     again = ps.make_sentence_model(_tiny_recipe("nat"), *vocabs)  # seeded
     assert torch.equal(nat.output_proj.weight, again.output_proj.weight)
+
+
+def test_ime_candidates_beam_five_on_twelve_syllables_with_and_without_the_cache() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    recipe = _tiny_recipe("at")
+    model = ps.make_sentence_model(dataclasses.replace(recipe, seed=1), *vocabs).eval()
+    typed = "woaibeijing" + "beijinghuanyingni" + "aizuguo"  # 12 syllables, unspaced
+    cached = ime_candidates(model, *vocabs, typed, k=5)
+    plain = ime_candidates(model, *vocabs, " ".join(split_syllables(typed)), k=5, use_cache=False)
+    assert len(split_syllables(typed)) == 12 and len(cached) == 5
+    assert [c for c, _ in cached] == [c for c, _ in plain]
+    assert [s for _, s in cached] == pytest.approx([s for _, s in plain], abs=1e-4)
+    assert [s for _, s in cached] == sorted((s for _, s in cached), reverse=True)
+    with pytest.raises(ValueError, match="at least one pinyin syllable"):
+        ime_candidates(model, *vocabs, "  ")

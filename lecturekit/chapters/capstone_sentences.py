@@ -12,7 +12,8 @@ Two models read a clause's syllables (one token per syllable) and write its char
 Around them: the syllable splitter for unspaced input (:func:`split_syllables`, ``woaibeijing``
 -> ``wo ai bei jing``), the vocabularies (:func:`sentence_vocabs`), the padded training batches
 (:func:`clause_batch`) and the tagger as an input method with exact k-best candidates
-(:class:`TaggerIME`, :func:`k_best_independent`).
+(:class:`TaggerIME`, :func:`k_best_independent`), and the input method's call:
+:func:`ime_candidates`, typed pinyin -> the k best clauses by beam search with the KV cache.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_type
 from lecturekit.data.vocab import CharVocab, WordVocab
+from lecturekit.decoding.beam import beam_search
 from lecturekit.model.config import TransformerConfig
 from lecturekit.model.layers import Encoder, SinusoidalPositionalEncoding
 
@@ -41,6 +43,7 @@ __all__ = [
     "SyllableTagger",
     "k_best_independent",
     "TaggerIME",
+    "ime_candidates",
 ]
 
 IGNORE_INDEX = -100  # label of padding positions, skipped by cross_entropy
@@ -231,3 +234,32 @@ class TaggerIME:
                 best = k_best_independent(row[:n], k)
                 out.append([self.tgt_vocab.decode(ids) for _, ids in best])
         return out
+
+
+@torch.no_grad()
+def ime_candidates(
+    model: nn.Module,
+    src_vocab: WordVocab,
+    tgt_vocab: CharVocab,
+    text: str,
+    k: int = 5,
+    use_cache: bool = True,
+) -> list[tuple[str, float]]:
+    """What the input method shows for typed pinyin ``text`` (spaced or not: it goes through
+    :func:`split_syllables`): up to ``k`` ``(clause, log P)`` pairs, best first, from beam
+    search of width ``k`` with the encoder-decoder ``model`` (for at most one character per
+    syllable plus EOS). ``use_cache`` keeps the decoder's keys and values between steps
+    (chapter 6), so a step costs one new position instead of the whole prefix.
+    """
+    check_int("k", k, 1)
+    syllables = split_syllables(text)
+    if not syllables:
+        raise ValueError(f"text must hold at least one pinyin syllable, got {text!r}")
+    src = torch.tensor([[src_vocab.token_to_id(s) for s in syllables]])  # (1, S)
+    was_training = model.training
+    model.eval()
+    try:
+        out = beam_search(model, src, k, len(syllables) + 1, n_best=k, use_cache=use_cache)
+    finally:
+        model.train(was_training)
+    return [(tgt_vocab.decode(h.tokens), float(h.log_prob)) for h in out.hypotheses[0]]
