@@ -294,3 +294,13 @@ def test_ime_candidates_beam_five_on_twelve_syllables_with_and_without_the_cache
     assert [s for _, s in cached] == sorted((s for _, s in cached), reverse=True)
     with pytest.raises(ValueError, match="at least one pinyin syllable"):
         ime_candidates(model, *vocabs, "  ")
+
+
+def test_max_minutes_stops_a_piece_and_saves_the_state(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    files = {"split": split, "state_file": tmp_path / "s.pt", "out": tmp_path / "o.pt"}
+    stopped = ps.train_sentences(recipe, max_minutes=1e-9, threads=1, **files)
+    assert stopped["step"] == 0 and (tmp_path / "s.pt").is_file() and (tmp_path / "o.pt").is_file()
+    assert ps.train_sentences(recipe, threads=1, **files)["step"] == 3
+    with pytest.raises(ValueError, match="max_minutes"):
+        ps.train_sentences(recipe, max_minutes=0, threads=1, **files)

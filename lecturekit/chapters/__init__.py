@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_sentences import SyllableTagger as SyllableTagger
     from lecturekit.chapters.capstone_sentences import TaggerIME as TaggerIME
     from lecturekit.chapters.capstone_sentences import clause_batch as clause_batch
+    from lecturekit.chapters.capstone_sentences import ime_candidates as ime_candidates
     from lecturekit.chapters.capstone_sentences import k_best_independent as k_best_independent
     from lecturekit.chapters.capstone_sentences import pinyin_syllables as pinyin_syllables
     from lecturekit.chapters.capstone_sentences import sentence_vocabs as sentence_vocabs

@@ -327,29 +327,20 @@ def train_sentences(
     end = min(recipe.total_steps, max_steps or recipe.total_steps)
     with _threads(threads):
         state = _start(recipe, pairs, path)
-        model, optimizer = state["model_obj"], state["optimizer_obj"]
         n_batches = math.ceil(len(train) / recipe.batch_size)
         epoch, batches = -1, []
-        start = time.perf_counter()
-        model.train()
+        start = piece_start = time.perf_counter()
+        state["model_obj"].train()
         while state["step"] < end:
-            if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
+            if max_minutes is not None and time.perf_counter() - piece_start > 60 * max_minutes:
                 break
             step = state["step"]
             if step // n_batches != epoch:
                 epoch = step // n_batches
                 batches = _epoch_batches(len(train), lengths, recipe.batch_size, recipe.seed, epoch)
             batch = clause_batch([train[i] for i in batches[step % n_batches]], *state["vocabs"])
-            s = step + 1
-            lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss = _loss(model, recipe, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            state["step"], state["loss_sum"] = s, state["loss_sum"] + loss.item()
+            _update(state, recipe, batch)
+            s = state["step"]
             if s % recipe.eval_every == 0 or s == recipe.total_steps:
                 _record(state, recipe, valid)
             if s % recipe.save_every == 0:
@@ -368,6 +359,21 @@ def train_sentences(
         "history": state["history"],
         "finished": state["step"] >= recipe.total_steps,
     }
+
+
+def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
+    # one Adam update at the schedule's learning rate; the step and the loss sum advance
+    model, optimizer = state["model_obj"], state["optimizer_obj"]
+    s = state["step"] + 1
+    lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = _loss(model, recipe, batch)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    state["step"], state["loss_sum"] = s, state["loss_sum"] + loss.item()
 
 
 def _record(state: dict[str, Any], recipe: SentenceRecipe, valid) -> None:
