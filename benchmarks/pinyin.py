@@ -1,86 +1,123 @@
-"""The capstone's input methods side by side: pinyin -> Chinese words on held-out words.
+"""The sentence-level input method: the course's Transformers against the n-gram engines.
 
-Loads the shipped Transformer (``lecturekit.pretrained.load("pinyin-ime")``), rebuilds its word
-split (jieba's dictionary with pypinyin readings, the recipe's seed) and scores, in the same
-run, on three views of ``--n`` words each:
+Whole clauses of toneless pinyin -> characters on the People's Daily test split
+(:mod:`lecturekit.data.sentences`; ``--n`` clauses, default all 6,222). Systems, all scored in
+the same run by :func:`lecturekit.chapters.capstone_ngram.evaluate_clauses` (CER, exact match,
+top-5 match with 95 % bootstrap intervals, ms per clause):
 
-- ``freq``: held-out words drawn by frequency (what a person typing meets);
-- ``uniform``: distinct held-out words drawn uniformly (the long tail);
-- ``seen``: training words drawn by frequency (what the lookup table has memorised);
+- the bigram and trigram HMMs (Kneser-Ney, discount chosen on ``--valid-n`` validation
+  clauses, as ``benchmarks/ngram_ime.py`` does) and Pinyin2Hanzi's HMM (``--no-p2h`` skips it);
+- ``ime-sentences-at``: the encoder-decoder Transformer, beam search (``--beam``, default 5,
+  KV cache) and greedy;
+- ``ime-sentences-nat``: the non-autoregressive tagger (argmax; top-5 by exact k-best).
 
-the unigram baseline (most frequent character per syllable), the lookup table (most frequent
-training word with this pinyin), the HMM of ``Pinyin2Hanzi`` and the Transformer with greedy
-decoding and with beam search. Metrics: top-1 and top-5 exact match, character error rate of
-the first candidate. Decoding is deterministic; the numbers depend only on the checkpoint, the
-package versions and the seeds.
+The models are whatever checkpoint exists (``python -m lecturekit.pretrained build
+ime-sentences-at --max-minutes 30``, repeated until finished); the header says how many steps
+each has had. Last, the latency of the input method: the median wall time of beam search
+(``--beam``) on one 12-syllable clause at a time (``--latency-n`` test clauses, one thread).
 
-Last lines: ``RESULT pinyin_top1`` (Transformer, beam search, top-1 on the frequency-weighted
-held-out view), ``RESULT pinyin_top1_unigram`` and ``RESULT pinyin_top1_hmm`` (same view).
+Last lines: ``RESULT pinyin_cer`` (Transformer, beam), ``pinyin_cer_bigram``,
+``pinyin_cer_best_ngram`` (the better of bigram and trigram), ``pinyin_cer_p2h``,
+``pinyin_cer_nat`` and ``pinyin_latency_ms``.
 
-    python benchmarks/pinyin.py [--n 2000] [--beam 5]
+    python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--beam 5] [--no-p2h]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import statistics
+import sys
 import time
 
 import torch
+from ngram_ime import pairs_of, tune
 
-from lecturekit import pretrained
-from lecturekit.chapters.capstone_pinyin import (
-    HmmBaseline,
-    LookupBaseline,
-    TransformerIME,
-    UnigramBaseline,
-    evaluate,
-    format_table,
-)
-from lecturekit.data.pinyin import split_lexicon
+from lecturekit.chapters.capstone_ngram import evaluate_clauses
+from lecturekit.chapters.capstone_pinyin import HmmBaseline, TransformerIME
+from lecturekit.chapters.capstone_sentences import TaggerIME, ime_candidates
+from lecturekit.data.sentences import split_sentences
+from lecturekit.pretrained.sentences import load_sentence_model
+
+
+def load_models():
+    """The two shipped sentence models, or exit naming the command that builds them."""
+    models = {}
+    for name in ("ime-sentences-at", "ime-sentences-nat"):
+        try:
+            models[name] = load_sentence_model(name)
+        except FileNotFoundError:
+            sys.exit(
+                f"no checkpoint of {name!r}: build it first with `python -m lecturekit.pretrained "
+                f"build {name} --max-minutes 30` (repeat until it reports finished)"
+            )
+        meta = models[name].metadata
+        print(
+            f"{name}: {meta['steps']}/{models[name].recipe.total_steps} steps "
+            f"({'finished' if meta['finished'] else 'NOT finished: figures are provisional'})"
+        )
+    return models
+
+
+def latency_ms(model, pairs, n: int, beam: int) -> float:
+    """Median ms of :func:`ime_candidates` (unspaced pinyin in, ``beam`` candidates out, KV
+    cache) on up to ``n`` 12-syllable clauses, one at a time."""
+    twelve = [p.replace(" ", "") for p, t in pairs if len(t) == 12][:n]
+    times = []
+    for typed in twelve:
+        start = time.perf_counter()
+        ime_candidates(model.model, model.src_vocab, model.tgt_vocab, typed, k=beam)
+        times.append(1000 * (time.perf_counter() - start))
+    print(f"latency: {len(twelve)} clauses of 12 syllables typed unspaced, beam {beam}")
+    return statistics.median(times)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=2000, help="words per view")
-    parser.add_argument("--beam", type=int, default=5, help="beam size (top-5 needs >= 5)")
-    parser.add_argument("--model", default="pinyin-ime", help="a lecturekit.pretrained recipe")
+    parser.add_argument("--n", type=int, default=None, help="test clauses (default: all)")
+    parser.add_argument("--valid-n", type=int, default=1000, help="clauses to tune n-grams")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--latency-n", type=int, default=100)
+    parser.add_argument("--no-p2h", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, 1 thread, load average {load:.1f}", flush=True)
-
-    ckpt = pretrained.load(args.model)
-    seed = pretrained.RECIPES[args.model].task_kwargs.get("seed", 0)
-    split = split_lexicon(seed=seed)
-    views = {name: split.view(name, args.n) for name in ("freq", "uniform", "seen")}
-    for name, words in views.items():
-        print(f"view {name:8s}: {len(words)} words, {len(set(words))} distinct")
-    systems = [
-        UnigramBaseline(split.train),
-        LookupBaseline(split.train),
-        HmmBaseline(),
-        TransformerIME(ckpt.model, ckpt.src_vocab, ckpt.tgt_vocab, beam_size=1),
-        TransformerIME(ckpt.model, ckpt.src_vocab, ckpt.tgt_vocab, beam_size=args.beam),
-    ]
-    results = {}
-    for system in systems:
-        start = time.process_time()
-        for view, words in views.items():
-            results[system.name, view] = evaluate(system, words, k=5)
-        print(
-            f"{system.name:22s} evaluated in {time.process_time() - start:6.1f} s CPU", flush=True
-        )
-    print()
-    print(format_table(results))
-    print()
-    beam = systems[-1].name
-    for view in ("uniform", "seen"):
-        print(f"RESULT pinyin_top1_{view} {results[beam, view].top1:.4f}")
-    print(f"RESULT pinyin_top5 {results[beam, 'freq'].topk:.4f}")
-    print(f"RESULT pinyin_top1 {results[beam, 'freq'].top1:.4f}")
-    print(f"RESULT pinyin_top1_unigram {results['unigram', 'freq'].top1:.4f}")
-    print(f"RESULT pinyin_top1_hmm {results[systems[2].name, 'freq'].top1:.4f}")
+    models = load_models()
+    split = split_sentences()
+    train, test = pairs_of(split.train), pairs_of(split.test)[: args.n]
+    valid = pairs_of(random.Random("valid").sample(split.valid, args.valid_n))
+    discounts = (0.7, 0.8, 0.9)
+    bigram = tune(train, valid, 2, discounts, None)
+    trigram = tune(train, valid, 3, discounts, 32)
+    at, nat = models["ime-sentences-at"], models["ime-sentences-nat"]
+    beam = TransformerIME(at.model, at.src_vocab, at.tgt_vocab, beam_size=args.beam)
+    systems = {
+        "bigram": bigram,
+        "trigram": trigram,
+        **({} if args.no_p2h else {"p2h": HmmBaseline()}),
+        "at_beam": beam,
+        "at_greedy": TransformerIME(at.model, at.src_vocab, at.tgt_vocab, beam_size=1),
+        "nat": TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab),
+    }
+    print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
+    cer = {}
+    for tag, system in systems.items():
+        k = min(5, getattr(system, "max_candidates", 5))
+        scores = evaluate_clauses(system.candidates, test, k=k)
+        print(scores.row(tag), flush=True)
+        cer[tag] = scores.cer[0]
+    latency = latency_ms(at, pairs_of(split.test), args.latency_n, args.beam)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"RESULT pinyin_cer {cer['at_beam']:.4f}")
+    print(f"RESULT pinyin_cer_bigram {cer['bigram']:.4f}")
+    print(f"RESULT pinyin_cer_best_ngram {min(cer['bigram'], cer['trigram']):.4f}")
+    if "p2h" in cer:
+        print(f"RESULT pinyin_cer_p2h {cer['p2h']:.4f}")
+    print(f"RESULT pinyin_cer_nat {cer['nat']:.4f}")
+    print(f"RESULT pinyin_latency_ms {latency:.1f}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from lecturekit import pretrained
 from lecturekit.decoding import greedy
 from lecturekit.training.evaluation import evaluate
 
-MAX_TOTAL_BYTES = 8 * 1024 * 1024
+MAX_TOTAL_BYTES = 24 * 1024 * 1024
 
 
 def test_every_recipe_is_shipped_small_and_loads() -> None:

@@ -14,6 +14,7 @@ from lecturekit._lazy import attach
 if TYPE_CHECKING:
     from lecturekit.chapters import capstone_ngram as capstone_ngram
     from lecturekit.chapters import capstone_pinyin as capstone_pinyin
+    from lecturekit.chapters import capstone_sentences as capstone_sentences
     from lecturekit.chapters import ch01_attention as ch01_attention
     from lecturekit.chapters import ch01_rnn as ch01_rnn
     from lecturekit.chapters import ch02_scaling as ch02_scaling
@@ -47,6 +48,15 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_pinyin import format_table as format_table
     from lecturekit.chapters.capstone_pinyin import hmm_k_best as hmm_k_best
     from lecturekit.chapters.capstone_pinyin import next_char_steps as next_char_steps
+    from lecturekit.chapters.capstone_sentences import ClauseBatch as ClauseBatch
+    from lecturekit.chapters.capstone_sentences import SyllableTagger as SyllableTagger
+    from lecturekit.chapters.capstone_sentences import TaggerIME as TaggerIME
+    from lecturekit.chapters.capstone_sentences import clause_batch as clause_batch
+    from lecturekit.chapters.capstone_sentences import ime_candidates as ime_candidates
+    from lecturekit.chapters.capstone_sentences import k_best_independent as k_best_independent
+    from lecturekit.chapters.capstone_sentences import pinyin_syllables as pinyin_syllables
+    from lecturekit.chapters.capstone_sentences import sentence_vocabs as sentence_vocabs
+    from lecturekit.chapters.capstone_sentences import split_syllables as split_syllables
     from lecturekit.chapters.ch01_attention import AdditiveAttention as AdditiveAttention
     from lecturekit.chapters.ch01_attention import RNNSeq2Seq as RNNSeq2Seq
     from lecturekit.chapters.ch01_attention import RNNSeq2SeqConfig as RNNSeq2SeqConfig

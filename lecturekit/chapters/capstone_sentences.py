@@ -1,0 +1,265 @@
+"""The sentence-level input method's neural engines: whole clauses of pinyin -> characters.
+
+Two models read a clause's syllables (one token per syllable) and write its characters:
+
+- the encoder-decoder :class:`lecturekit.Transformer`, autoregressive (AT): one character after
+  another, greedy or beam search with the KV cache (``TransformerIME`` of
+  :mod:`lecturekit.chapters.capstone_pinyin` runs it);
+- :class:`SyllableTagger`, its non-autoregressive (NAT) counterpart: the encoder alone and one
+  output layer, every character in parallel. A clause has exactly one character per syllable,
+  so the output length is known and the tagger needs no length predictor (chapter 4's NAT).
+
+Around them: the syllable splitter for unspaced input (:func:`split_syllables`, ``woaibeijing``
+-> ``wo ai bei jing``), the vocabularies (:func:`sentence_vocabs`), the padded training batches
+(:func:`clause_batch`) and the tagger as an input method with exact k-best candidates
+(:class:`TaggerIME`, :func:`k_best_independent`), and the input method's call:
+:func:`ime_candidates`, typed pinyin -> the k best clauses by beam search with the KV cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from lecturekit._common import check_int, check_type
+from lecturekit.data.vocab import CharVocab, WordVocab
+from lecturekit.decoding.beam import beam_search
+from lecturekit.model.config import TransformerConfig
+from lecturekit.model.layers import Encoder, SinusoidalPositionalEncoding
+
+__all__ = [
+    "pinyin_syllables",
+    "split_syllables",
+    "sentence_vocabs",
+    "ClauseBatch",
+    "clause_batch",
+    "SyllableTagger",
+    "k_best_independent",
+    "TaggerIME",
+    "ime_candidates",
+]
+
+IGNORE_INDEX = -100  # label of padding positions, skipped by cross_entropy
+
+
+@functools.cache
+def pinyin_syllables() -> frozenset[str]:
+    """Every toneless pinyin syllable (410), ü written ``v`` (``lv``, ``nve``) as pypinyin does.
+
+    From Pinyin2Hanzi's list, with its placeholder ``null`` dropped and ``jue que xue yue``
+    written as pypinyin writes them (Pinyin2Hanzi also lists ``jve qve xve yve``).
+    """
+    from Pinyin2Hanzi import all_pinyin
+
+    odd = {"null", "jve", "qve", "xve", "yve"}
+    return frozenset(set(all_pinyin()) - odd | {"jue", "que", "xue", "yue"})
+
+
+def split_syllables(text: str, syllables: frozenset[str] | None = None) -> list[str]:
+    """Split unspaced pinyin into syllables by maximum matching with backtracking.
+
+    At each position the longest syllable that leaves a splittable rest wins, so
+    ``"woaibeijing"`` -> ``["wo", "ai", "bei", "jing"]``, ``"xian"`` -> ``["xian"]`` (one
+    syllable, 先/现, not 西安), ``"fanguo"`` -> ``["fan", "guo"]`` (``fang`` would leave ``uo``).
+    An apostrophe or a space forces a boundary: ``"xi'an"`` -> ``["xi", "an"]``. Lower case;
+    ``syllables`` defaults to :func:`pinyin_syllables`. Raises ``ValueError`` when no split
+    exists.
+    """
+    check_type("text", text, str, "a str of pinyin letters")
+    vocab = pinyin_syllables() if syllables is None else syllables
+    longest = max(map(len, vocab))
+    out: list[str] = []
+    for piece in text.lower().replace("'", " ").split():
+
+        @functools.cache
+        def rest(i: int, piece: str = piece) -> tuple[str, ...] | None:
+            # the split of piece[i:], longest first syllable first; None if there is none
+            if i == len(piece):
+                return ()
+            for j in range(min(len(piece), i + longest), i, -1):
+                if piece[i:j] in vocab and (tail := rest(j)) is not None:
+                    return (piece[i:j], *tail)
+            return None
+
+        found = rest(0)
+        if found is None:
+            raise ValueError(
+                f"text must be toneless pinyin syllables (ü as v, apostrophes between "
+                f"syllables allowed), got {text!r}: {piece!r} cannot be split"
+            )
+        out.extend(found)
+    return out
+
+
+def sentence_vocabs(
+    train: Sequence[tuple[str, str]], min_count: int = 2
+) -> tuple[WordVocab, CharVocab]:
+    """The input and output vocabularies from training ``(pinyin, text)`` clauses.
+
+    Input: every syllable of :func:`pinyin_syllables` and of ``train``, sorted (one token per
+    syllable, so no unseen syllable becomes ``<unk>``). Output: the characters seen at least
+    ``min_count`` times, most frequent first (ties by character); rarer ones become ``<unk>``.
+    """
+    check_int("min_count", min_count, 1)
+    counts = Counter(c for _, text in train for c in text)
+    syllables = pinyin_syllables() | {s for pinyin, _ in train for s in pinyin.split()}
+    chars = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
+    return WordVocab(sorted(syllables)), CharVocab(chars)
+
+
+@dataclass(frozen=True)
+class ClauseBatch:
+    """Padded ids of a batch of clauses: ``src (B, S)`` syllables, ``tgt_in (B, S+1)``
+    (BOS + characters) and ``tgt_out (B, S+1)`` (characters + EOS) for the encoder-decoder,
+    ``labels (B, S)`` (characters, padding = -100) for the tagger."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    labels: Tensor
+
+
+def clause_batch(
+    pairs: Sequence[tuple[str, str]], src_vocab: WordVocab, tgt_vocab: CharVocab
+) -> ClauseBatch:
+    """Encode ``(pinyin, text)`` clauses (one syllable per character) into a
+    :class:`ClauseBatch`; unknown characters become ``<unk>``, padding is ``pad_id``."""
+    if not pairs:
+        raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+    width = max(len(text) for _, text in pairs)
+    pad = src_vocab.pad_id
+    src = torch.full((len(pairs), width), pad, dtype=torch.long)
+    tgt_in = torch.full((len(pairs), width + 1), pad, dtype=torch.long)
+    tgt_out = torch.full((len(pairs), width + 1), pad, dtype=torch.long)
+    labels = torch.full((len(pairs), width), IGNORE_INDEX, dtype=torch.long)
+    for row, (pinyin, text) in enumerate(pairs):
+        syllables = pinyin.split()
+        if len(syllables) != len(text):
+            raise ValueError(
+                f"pairs must have one syllable per character, got {pinyin!r}, {text!r}"
+            )
+        n = len(text)
+        chars = torch.tensor([tgt_vocab.token_to_id(c) for c in text])
+        src[row, :n] = torch.tensor([src_vocab.token_to_id(s) for s in syllables])
+        tgt_in[row, 0], tgt_in[row, 1 : n + 1] = tgt_vocab.bos_id, chars
+        tgt_out[row, :n], tgt_out[row, n] = chars, tgt_vocab.eos_id
+        labels[row, :n] = chars
+    return ClauseBatch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, labels=labels)
+
+
+class SyllableTagger(nn.Module):
+    """The non-autoregressive engine: embedding + sinusoidal positions, the Transformer's
+    encoder stack (``config.n_encoder_layers`` layers; the decoder fields are unused) and one
+    linear layer that writes a character for every syllable: ``src (B, S)`` -> logits
+    ``(B, S, V)``, all positions at once."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        check_type("config", config, TransformerConfig, "a TransformerConfig")
+        self.config = config
+        self.embedding = nn.Embedding(config.src_vocab_size, config.d_model)
+        self.positions = SinusoidalPositionalEncoding(config.d_model, config.max_len)
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = Encoder(config.layer, config.n_encoder_layers)
+        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size)
+        for p in self.encoder.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        nn.init.normal_(self.embedding.weight, std=config.d_model**-0.5)
+
+    def forward(self, src: Tensor) -> Tensor:
+        """``src (B, S)`` syllable ids (``pad_id`` = padding) -> logits ``(B, S, V)``."""
+        padding = src == self.config.pad_id  # (B, S), True = masked out
+        x = self.embedding(src) * math.sqrt(self.config.d_model)  # (B, S, D)
+        x = self.dropout(self.positions(x))
+        x = self.encoder(x, src_key_padding_mask=padding if bool(padding.any()) else None)
+        return self.output_proj(x)  # (B, S, V)
+
+
+def k_best_independent(log_probs: Tensor, k: int) -> list[tuple[float, list[int]]]:
+    """The ``k`` most probable sequences when positions are independent (the tagger).
+
+    ``log_probs (S, V)``: per position log-probabilities. A sequence's score is the sum of its
+    positions' scores; exact k-best by merging one position at a time and keeping the best
+    ``k`` partial sequences (any top-k sequence has a top-k prefix). Returns ``(score, ids)``
+    pairs, best first, ties by ids.
+    """
+    check_int("k", k, 1)
+    if log_probs.dim() != 2 or log_probs.size(0) == 0:
+        raise ValueError(
+            f"log_probs must have shape (S, V) with S >= 1, got {tuple(log_probs.shape)}"
+        )
+    top_values, top_ids = log_probs.topk(min(k, log_probs.size(1)), dim=-1)  # (S, k)
+    beams: list[tuple[float, list[int]]] = [(0.0, [])]
+    for values, ids in zip(top_values.tolist(), top_ids.tolist(), strict=True):
+        merged = [
+            (s + v, [*prefix, i]) for s, prefix in beams for v, i in zip(values, ids, strict=True)
+        ]
+        beams = heapq.nsmallest(k, merged, key=lambda b: (-b[0], b[1]))
+    return beams
+
+
+class TaggerIME:
+    """A trained :class:`SyllableTagger` as an input method: ``candidates(pinyins, k)``, the
+    ``k`` best clauses of each space-separated pinyin input (:func:`k_best_independent`)."""
+
+    def __init__(self, model: SyllableTagger, src_vocab: WordVocab, tgt_vocab: CharVocab) -> None:
+        check_type("model", model, SyllableTagger, "a SyllableTagger")
+        self.model, self.src_vocab, self.tgt_vocab = model.eval(), src_vocab, tgt_vocab
+        self.name = "Transformer tagger (NAT)"
+        self.batch_size = 256
+
+    @torch.no_grad()
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input up to ``k`` clauses, most probable first (inputs ``(N,)`` of
+        space-separated syllables; unknown syllables become ``<unk>``). Special tokens
+        (padding, BOS, EOS, ``<unk>``) are never written."""
+        check_int("k", k, 1)
+        out: list[list[str]] = []
+        for start in range(0, len(pinyins), self.batch_size):
+            chunk = list(pinyins[start : start + self.batch_size])
+            fake = [(p, "一" * len(p.split())) for p in chunk]  # only src is used
+            src = clause_batch(fake, self.src_vocab, self.tgt_vocab).src  # (B, S)
+            log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
+            log_probs[..., : self.tgt_vocab.unk_id + 1] = -math.inf  # specials are no output
+            for row, pinyin in zip(log_probs, chunk, strict=True):
+                n = len(pinyin.split())
+                best = k_best_independent(row[:n], k)
+                out.append([self.tgt_vocab.decode(ids) for _, ids in best])
+        return out
+
+
+@torch.no_grad()
+def ime_candidates(
+    model: nn.Module,
+    src_vocab: WordVocab,
+    tgt_vocab: CharVocab,
+    text: str,
+    k: int = 5,
+    use_cache: bool = True,
+) -> list[tuple[str, float]]:
+    """What the input method shows for typed pinyin ``text`` (spaced or not: it goes through
+    :func:`split_syllables`): up to ``k`` ``(clause, log P)`` pairs, best first, from beam
+    search of width ``k`` with the encoder-decoder ``model`` (for at most one character per
+    syllable plus EOS). ``use_cache`` keeps the decoder's keys and values between steps
+    (chapter 6), so a step costs one new position instead of the whole prefix.
+    """
+    check_int("k", k, 1)
+    syllables = split_syllables(text)
+    if not syllables:
+        raise ValueError(f"text must hold at least one pinyin syllable, got {text!r}")
+    src = torch.tensor([[src_vocab.token_to_id(s) for s in syllables]])  # (1, S)
+    was_training = model.training
+    model.eval()
+    try:
+        out = beam_search(model, src, k, len(syllables) + 1, n_best=k, use_cache=use_cache)
+    finally:
+        model.train(was_training)
+    return [(tgt_vocab.decode(h.tokens), float(h.log_prob)) for h in out.hypotheses[0]]

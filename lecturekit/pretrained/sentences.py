@@ -1,0 +1,461 @@
+"""The sentence-level input method's shipped models, trained in resumable pieces.
+
+Two recipes read People's Daily clauses (:mod:`lecturekit.data.sentences`): ``ime-sentences-at``,
+the encoder-decoder :class:`lecturekit.Transformer` (characters one after another), and
+``ime-sentences-nat``, the :class:`~lecturekit.chapters.capstone_sentences.SyllableTagger`
+(every character at once). Their training takes hours on two CPU cores, longer than one
+sitting, so unlike the other recipes it runs in **pieces**:
+
+    python -m lecturekit.pretrained build ime-sentences-at --max-minutes 30
+
+trains for 30 minutes (or to the recipe's last step) and stops. Every ``save_every`` steps and
+at the stop it writes the whole training state (weights, Adam moments, step, random state,
+history) atomically (a temporary file, then ``os.replace``) to :func:`state_path`, outside
+the package; the next ``build`` continues from it, and the batches, the learning rate and
+the dropout draws continue exactly where they stopped (a resumed run equals an uninterrupted
+one on the same machine and thread count). At each stop the shipped file
+``<name>.pt`` (float16 weights, vocabularies, history) is rewritten, so
+:func:`load_sentence_model` always reads the latest piece; its ``metadata["finished"]`` says
+whether the recipe's ``total_steps`` are done.
+
+Hyperparameters are chosen on the validation split only; the history records the mean
+training loss of every ``eval_every`` steps and the validation CER (greedy / argmax on
+``n_eval`` validation clauses) at the same steps and at every stop (evaluating draws no random
+numbers, so the extra points do not change the training).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from lecturekit._common import check_int, check_number
+
+__all__ = [
+    "SentenceRecipe",
+    "SENTENCE_RECIPES",
+    "sentence_checkpoint_path",
+    "state_path",
+    "sentence_pairs",
+    "make_sentence_model",
+    "train_sentences",
+    "load_sentence_model",
+    "SentenceModel",
+]
+
+DATA_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class SentenceRecipe:
+    """How one sentence-IME model is made.
+
+    Attributes:
+        name, description: registry key (file ``<name>.pt``) and one line.
+        kind: ``"at"`` (encoder-decoder Transformer) or ``"nat"`` (encoder-only tagger).
+        model: ``TransformerConfig`` arguments (vocabulary sizes come from the data).
+        total_steps, batch_size: the training budget (clauses per step).
+        peak_lr, warmup_steps: Adam's learning rate rises linearly for ``warmup_steps`` to
+            ``peak_lr``, then decays as ``1/sqrt(step)`` (the paper's schedule, rescaled).
+        label_smoothing: of the cross-entropy.
+        min_count: output characters seen fewer times in training become ``<unk>``.
+        eval_every, save_every: steps between history points and between state saves.
+        n_eval: validation clauses (a seeded sample) scored at every history point.
+        seed: seeds the initialisation, the batch order and dropout.
+    """
+
+    name: str
+    description: str
+    kind: str
+    model: dict[str, Any]
+    total_steps: int
+    batch_size: int = 128
+    peak_lr: float = 1e-3
+    warmup_steps: int = 400
+    label_smoothing: float = 0.0
+    min_count: int = 2
+    eval_every: int = 100
+    save_every: int = 50
+    n_eval: int = 500
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("at", "nat"):
+            raise ValueError(f"kind must be 'at' or 'nat', got {self.kind!r}")
+        for name in ("total_steps", "batch_size", "eval_every", "save_every", "n_eval"):
+            check_int(name, getattr(self, name), 1)
+        check_number("peak_lr", self.peak_lr, 0, exclusive=("minimum",))
+
+
+SENTENCE_RECIPES: dict[str, SentenceRecipe] = {}
+
+
+def _register(recipe: SentenceRecipe) -> None:
+    SENTENCE_RECIPES[recipe.name] = recipe
+
+
+def _recipe(name: str | SentenceRecipe) -> SentenceRecipe:
+    if isinstance(name, SentenceRecipe):
+        return name
+    if name not in SENTENCE_RECIPES:
+        raise ValueError(f"name must be one of {sorted(SENTENCE_RECIPES)}, got {name!r}")
+    return SENTENCE_RECIPES[name]
+
+
+def sentence_checkpoint_path(name: str) -> Path:
+    """The shipped file of recipe ``name`` (in this package)."""
+    return DATA_DIR / f"{_recipe(name).name}.pt"
+
+
+def state_path(name: str) -> Path:
+    """The training state of recipe ``name`` between pieces (outside the package, in
+    ``lecturekit.data.pinyin.cache_dir()``; never shipped)."""
+    from lecturekit.data.pinyin import cache_dir
+
+    return cache_dir() / "training" / f"{_recipe(name).name}.state.pt"
+
+
+def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
+    """``{"train", "valid", "test", "ood"}`` -> ``(pinyin, text)`` clauses of ``split`` (a
+    ``SentenceSplit``; default ``split_sentences()``, seed 0)."""
+    from lecturekit.data.sentences import split_sentences
+
+    split = split_sentences() if split is None else split
+    return {
+        part: [(c.pinyin, c.text) for c in getattr(split, part)]
+        for part in ("train", "valid", "test", "ood")
+    }
+
+
+def make_sentence_model(recipe: SentenceRecipe, src_vocab: Any, tgt_vocab: Any) -> torch.nn.Module:
+    """A freshly initialised model of ``recipe`` (seeded by ``recipe.seed``)."""
+    from lecturekit.chapters.capstone_sentences import SyllableTagger
+    from lecturekit.model.config import TransformerConfig
+    from lecturekit.model.transformer import Transformer
+
+    torch.manual_seed(recipe.seed)
+    config = TransformerConfig(
+        src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **recipe.model
+    )
+    return Transformer(config) if recipe.kind == "at" else SyllableTagger(config)
+
+
+def _epoch_batches(n: int, lengths: Sequence[int], batch_size: int, seed: int, epoch: int):
+    # shuffle, sort by length within windows of 50 batches (little padding), shuffle batches
+    rng = random.Random(f"ime-sentences:{seed}:{epoch}")
+    order = list(range(n))
+    rng.shuffle(order)
+    window = 50 * batch_size
+    batches = []
+    for start in range(0, n, window):
+        part = sorted(order[start : start + window], key=lambda i: lengths[i])
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def _loss(model: torch.nn.Module, recipe: SentenceRecipe, batch: Any) -> torch.Tensor:
+    if recipe.kind == "at":
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        target = batch.tgt_out.masked_fill(batch.tgt_out == model.config.pad_id, -100)
+    else:
+        logits, target = model(batch.src), batch.labels  # (B, S, V), (B, S)
+    return F.cross_entropy(
+        logits.flatten(0, 1),
+        target.flatten(),
+        ignore_index=-100,
+        label_smoothing=recipe.label_smoothing,
+    )
+
+
+@torch.no_grad()
+def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) -> float:
+    from lecturekit.chapters.capstone_ngram import sentence_scores
+    from lecturekit.chapters.capstone_pinyin import TransformerIME
+    from lecturekit.chapters.capstone_sentences import TaggerIME
+
+    model.eval()
+    ime = (
+        TransformerIME(model, *vocabs, beam_size=1)
+        if recipe.kind == "at"
+        else TaggerIME(model, *vocabs)
+    )
+    answers = ime.candidates([p for p, _ in pairs], 1)
+    model.train()
+    s = sentence_scores(answers, [t for _, t in pairs], k=1)
+    return float(s["edits"].sum() / s["chars"].sum())
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)  # a reader never sees a half-written file
+
+
+def _half_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    # float16 copies; tied weights (one tensor under two names) stay one tensor
+    seen: dict[int, torch.Tensor] = {}
+    return {
+        k: seen.setdefault(id(v), v.detach().half())
+        for k, v in model.state_dict(keep_vars=True).items()
+    }
+
+
+@contextlib.contextmanager
+def _threads(threads: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
+    """The saved training state at ``path``, or a fresh one (step 0)."""
+    from lecturekit.chapters.capstone_sentences import sentence_vocabs
+    from lecturekit.data.vocab import Vocab
+
+    if path.is_file():
+        state = torch.load(path, weights_only=False)
+        if state["recipe"] != dataclasses.asdict(recipe):
+            raise ValueError(
+                f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
+                "delete it to train from scratch"
+            )
+        vocabs = (Vocab.from_dict(state["src_vocab"]), Vocab.from_dict(state["tgt_vocab"]))
+        model = make_sentence_model(recipe, *vocabs)
+        model.load_state_dict(state["model"])
+    else:
+        vocabs = sentence_vocabs(pairs["train"], recipe.min_count)
+        model = make_sentence_model(recipe, *vocabs)
+        state = {
+            "recipe": dataclasses.asdict(recipe),
+            "step": 0,
+            "seconds": 0.0,
+            "history": {"step": [], "train_loss": [], "valid_cer": []},
+            "rng": torch.get_rng_state(),
+            "optimizer": None,
+            "loss_sum": 0.0,
+        }
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.peak_lr, betas=(0.9, 0.98), eps=1e-9)
+    if state["optimizer"] is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])  # dropout continues its stream
+    return {**state, "model_obj": model, "optimizer_obj": optimizer, "vocabs": vocabs}
+
+
+def _save_state(state: dict[str, Any], path: Path) -> None:
+    model, optimizer = state["model_obj"], state["optimizer_obj"]
+    src_vocab, tgt_vocab = state["vocabs"]
+    kept = {k: v for k, v in state.items() if not k.endswith("_obj") and k != "vocabs"}
+    kept.update(
+        model=model.state_dict(),
+        optimizer=optimizer.state_dict(),
+        rng=torch.get_rng_state(),
+        src_vocab=src_vocab.to_dict(),
+        tgt_vocab=tgt_vocab.to_dict(),
+    )
+    _atomic_save(kept, path)
+
+
+def _ship(recipe: SentenceRecipe, state: dict[str, Any], path: Path, threads: int) -> None:
+    model = state["model_obj"]
+    src_vocab, tgt_vocab = state["vocabs"]
+    _atomic_save(
+        {
+            "recipe": dataclasses.asdict(recipe),
+            "config": model.config.to_dict(),
+            "state": _half_state(model),
+            "src_vocab": src_vocab.to_dict(),
+            "tgt_vocab": tgt_vocab.to_dict(),
+            "history": state["history"],
+            "metadata": {
+                "steps": state["step"],
+                "finished": state["step"] >= recipe.total_steps,
+                "train_seconds": round(state["seconds"], 1),
+                "threads": threads,
+                "torch": torch.__version__,
+            },
+        },
+        path,
+    )
+
+
+def train_sentences(
+    name: str | SentenceRecipe,
+    *,
+    max_minutes: float | None = None,
+    max_steps: int | None = None,
+    threads: int = 2,
+    split: Any = None,
+    state_file: str | Path | None = None,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train recipe ``name`` for one piece: from its saved state (or from scratch) until
+    ``max_minutes`` have passed, the step ``max_steps`` is reached or the recipe is done.
+
+    Saves the state every ``save_every`` steps and at the stop (``state_file``, default
+    :func:`state_path`) and writes the shipped file at the stop (``out``, default
+    :func:`sentence_checkpoint_path`). ``split`` (a ``SentenceSplit``) replaces the corpus in
+    tests. Returns ``{"step", "seconds", "history", "finished"}``.
+    """
+    from lecturekit.chapters.capstone_sentences import clause_batch
+
+    recipe = _recipe(name)
+    check_int("threads", threads, 1)
+    check_int("max_steps", max_steps, 1, optional=True)
+    check_number("max_minutes", max_minutes, 0, exclusive=("minimum",), optional=True)
+    path = Path(state_file) if state_file is not None else state_path(recipe.name)
+    pairs = sentence_pairs(split)
+    train = pairs["train"]
+    lengths = [len(t) for _, t in train]
+    rng = random.Random(f"ime-valid:{recipe.seed}")
+    valid = rng.sample(pairs["valid"], min(recipe.n_eval, len(pairs["valid"])))
+    end = min(recipe.total_steps, max_steps or recipe.total_steps)
+    with _threads(threads):
+        state = _start(recipe, pairs, path)
+        n_batches = math.ceil(len(train) / recipe.batch_size)
+        epoch, batches = -1, []
+        start = piece_start = time.perf_counter()
+        state["model_obj"].train()
+        while state["step"] < end:
+            if max_minutes is not None and time.perf_counter() - piece_start > 60 * max_minutes:
+                break
+            step = state["step"]
+            if step // n_batches != epoch:
+                epoch = step // n_batches
+                batches = _epoch_batches(len(train), lengths, recipe.batch_size, recipe.seed, epoch)
+            batch = clause_batch([train[i] for i in batches[step % n_batches]], *state["vocabs"])
+            _update(state, recipe, batch)
+            s = state["step"]
+            if s % recipe.eval_every == 0 or s == recipe.total_steps:
+                _record(state, recipe, valid)
+            if s % recipe.save_every == 0:
+                state["seconds"] += time.perf_counter() - start
+                start = time.perf_counter()
+                _save_state(state, path)
+        state["seconds"] += time.perf_counter() - start
+        history = state["history"]
+        if state["step"] and (not history["step"] or history["step"][-1] != state["step"]):
+            _record(state, recipe, valid)  # a history point at every stop, too
+        _save_state(state, path)
+        _ship(recipe, state, Path(out) if out else sentence_checkpoint_path(recipe.name), threads)
+    return {
+        "step": state["step"],
+        "seconds": state["seconds"],
+        "history": state["history"],
+        "finished": state["step"] >= recipe.total_steps,
+    }
+
+
+def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
+    # one Adam update at the schedule's learning rate; the step and the loss sum advance
+    model, optimizer = state["model_obj"], state["optimizer_obj"]
+    s = state["step"] + 1
+    lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = _loss(model, recipe, batch)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    state["step"], state["loss_sum"] = s, state["loss_sum"] + loss.item()
+
+
+def _record(state: dict[str, Any], recipe: SentenceRecipe, valid) -> None:
+    # the mean training loss since the last history point, and the validation CER now
+    history, step = state["history"], state["step"]
+    since = step - (history["step"][-1] if history["step"] else 0)
+    history["step"].append(step)
+    history["train_loss"].append(round(state["loss_sum"] / since, 5))
+    state["loss_sum"] = 0.0
+    rng = torch.get_rng_state()  # evaluation draws nothing, but keep dropout's stream intact
+    history["valid_cer"].append(
+        round(_valid_cer(state["model_obj"], recipe, valid, state["vocabs"]), 5)
+    )
+    torch.set_rng_state(rng)
+
+
+@dataclass(frozen=True)
+class SentenceModel:
+    """A shipped sentence model: ``model`` (float32, eval mode), ``src_vocab``, ``tgt_vocab``,
+    the recipe, the ``history`` and ``metadata`` (steps, finished, train_seconds)."""
+
+    model: torch.nn.Module
+    src_vocab: Any
+    tgt_vocab: Any
+    recipe: SentenceRecipe
+    history: dict[str, list]
+    metadata: dict[str, Any]
+
+
+def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceModel:
+    """The shipped (or ``path``'s) checkpoint of recipe ``name`` as a :class:`SentenceModel`."""
+    from lecturekit.data.vocab import Vocab
+
+    recipe = _recipe(name)
+    path = Path(path) if path is not None else sentence_checkpoint_path(recipe.name)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"name: no checkpoint for {recipe.name!r} at {path}; train it with "
+            f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
+            "(repeat until it reports finished)"
+        )
+    saved = torch.load(path, weights_only=False)
+    src_vocab, tgt_vocab = Vocab.from_dict(saved["src_vocab"]), Vocab.from_dict(saved["tgt_vocab"])
+    model = make_sentence_model(recipe, src_vocab, tgt_vocab)
+    model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
+    return SentenceModel(
+        model.eval(), src_vocab, tgt_vocab, recipe, saved["history"], saved["metadata"]
+    )
+
+
+# Sizes: the two float16 files fit beside the other shipped models in 24 MiB (4.8 M and 3.7 M
+# parameters); the output layer (3,814 characters x 256) is a quarter of each
+_MODEL = {"n_heads": 4, "dropout": 0.1, "max_len": 32}
+_register(
+    SentenceRecipe(
+        name="ime-sentences-at",
+        description=(
+            "pinyin clauses -> characters, People's Daily 1998 (the sentence capstone): "
+            "encoder-decoder Transformer, 2+2 layers, d_model 256, greedy / beam search"
+        ),
+        kind="at",
+        model={
+            **_MODEL,
+            "d_model": 256,
+            "d_ff": 1024,
+            "n_encoder_layers": 2,
+            "n_decoder_layers": 2,
+            "tie_embeddings": True,
+        },
+        total_steps=6000,
+        label_smoothing=0.1,
+    )
+)
+_register(
+    SentenceRecipe(
+        name="ime-sentences-nat",
+        description=(
+            "pinyin clauses -> characters, People's Daily 1998 (the sentence capstone): "
+            "non-autoregressive tagger, 4 encoder layers, d_model 256, one character per syllable"
+        ),
+        kind="nat",
+        model={**_MODEL, "d_model": 256, "d_ff": 768, "n_encoder_layers": 4, "n_decoder_layers": 1},
+        total_steps=6000,
+    )
+)

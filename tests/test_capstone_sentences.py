@@ -1,0 +1,306 @@
+"""The sentence IME's neural engines: splitter, vocabularies, batches, tagger, k-best, and the
+resumable training of lecturekit.pretrained.sentences."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+import torch
+
+from lecturekit.chapters.capstone_sentences import (
+    SyllableTagger,
+    TaggerIME,
+    clause_batch,
+    ime_candidates,
+    k_best_independent,
+    pinyin_syllables,
+    sentence_vocabs,
+    split_syllables,
+)
+from lecturekit.data.sentences import Clause, SentenceSplit
+from lecturekit.model.config import TransformerConfig
+from lecturekit.pretrained import sentences as ps
+
+PAIRS = [
+    ("wo ai bei jing", "我爱北京"),
+    ("bei jing huan ying ni", "北京欢迎你"),
+    ("wo men ai zu guo", "我们爱祖国"),
+    ("zu guo fa zhan", "祖国发展"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("woaibeijing", ["wo", "ai", "bei", "jing"]),
+        ("xian", ["xian"]),  # longest match: one syllable (先), not xi an
+        ("xi'an", ["xi", "an"]),  # an apostrophe forces the boundary
+        ("fanguo", ["fan", "guo"]),  # fang would leave "uo": backtrack
+        ("Zhong Guo", ["zhong", "guo"]),
+        ("lvse", ["lv", "se"]),
+        ("", []),
+    ],
+)
+def test_split_syllables_examples(text: str, expected: list[str]) -> None:
+    assert split_syllables(text) == expected
+
+
+def _splittable(s: str, vocab: frozenset[str]) -> bool:
+    # independent reference: dynamic programming over prefixes
+    ok = [True] + [False] * len(s)
+    for j in range(1, len(s) + 1):
+        ok[j] = any(ok[i] and s[i:j] in vocab for i in range(max(0, j - 6), j))
+    return ok[-1]
+
+
+def test_split_syllables_finds_a_split_whenever_one_exists() -> None:
+    vocab = pinyin_syllables()
+    assert len(vocab) == 410 and {"lv", "nve", "jue", "er"} <= vocab and "null" not in vocab
+    rng = random.Random(0)
+    ordered = sorted(vocab)
+    for _ in range(300):
+        s = "".join(rng.sample(ordered, rng.randint(1, 5)))
+        if rng.random() < 0.3:  # damage some strings
+            s = s[:-1] + rng.choice("bcdfgkv")
+        if _splittable(s, vocab):
+            pieces = split_syllables(s)
+            assert "".join(pieces) == s and all(p in vocab for p in pieces)
+        else:
+            with pytest.raises(ValueError, match="cannot be split"):
+                split_syllables(s)
+
+
+def test_split_syllables_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="text must be toneless pinyin"):
+        split_syllables("bcd")
+    with pytest.raises(TypeError, match="text"):
+        split_syllables(3)  # type: ignore[arg-type]
+
+
+def test_sentence_vocabs_cut_rare_characters_and_keep_every_syllable() -> None:
+    src, tgt = sentence_vocabs(PAIRS, min_count=2)
+    assert pinyin_syllables() <= set(src.itos)
+    # 北 京 爱 祖 国 appear twice, 我 twice; the rest once
+    assert tgt.itos[4:] == sorted("北京爱祖国我")  # ties by character
+    _, everything = sentence_vocabs(PAIRS, min_count=1)
+    assert len(everything) == 4 + len(set("".join(t for _, t in PAIRS)))
+    with pytest.raises(ValueError, match="min_count"):
+        sentence_vocabs(PAIRS, min_count=0)
+
+
+def test_clause_batch_shifts_pads_and_maps_rare_characters_to_unk() -> None:
+    src_vocab, tgt_vocab = sentence_vocabs(PAIRS, min_count=2)
+    b = clause_batch(PAIRS[:2], src_vocab, tgt_vocab)
+    assert b.src.shape == (2, 5) and b.tgt_in.shape == b.tgt_out.shape == (2, 6)
+    assert b.src[0].tolist() == [src_vocab.stoi[s] for s in ["wo", "ai", "bei", "jing"]] + [0]
+    assert b.tgt_in[:, 0].tolist() == [tgt_vocab.bos_id] * 2
+    assert torch.equal(b.tgt_in[:, 1:5], b.tgt_out[:, :4])  # teacher forcing shift
+    assert b.tgt_out[0, 4] == tgt_vocab.eos_id and b.tgt_out[0, 5] == 0
+    assert b.labels[0, 4] == -100 and b.labels[1, 4] == tgt_vocab.unk_id  # 你 is rare
+    assert torch.equal(b.labels[0, :4], b.tgt_out[0, :4])
+    with pytest.raises(ValueError, match="one syllable per character"):
+        clause_batch([("wo ai", "我")], src_vocab, tgt_vocab)
+
+
+def _tagger(vocabs) -> SyllableTagger:
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        src_vocab_size=len(vocabs[0]),
+        tgt_vocab_size=len(vocabs[1]),
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_encoder_layers=2,
+        n_decoder_layers=1,
+        dropout=0.0,
+        max_len=32,
+    )
+    return SyllableTagger(config).eval()
+
+
+def test_tagger_writes_one_character_per_syllable_independent_of_padding() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    model = _tagger(vocabs)
+    b = clause_batch(PAIRS, *vocabs)
+    logits = model(b.src)
+    assert logits.shape == (4, 5, len(vocabs[1]))
+    alone = model(clause_batch(PAIRS[:1], *vocabs).src)  # no padding at all
+    torch.testing.assert_close(logits[0, :4], alone[0], rtol=1e-5, atol=1e-5)
+
+
+def test_k_best_independent_matches_exhaustive_search() -> None:
+    torch.manual_seed(0)
+    log_probs = torch.randn(4, 5).log_softmax(-1)
+    every = sorted(
+        (
+            (sum(log_probs[i, t].item() for i, t in enumerate(ids)), list(ids))
+            for ids in itertools.product(range(5), repeat=4)
+        ),
+        key=lambda x: -x[0],
+    )
+    got = k_best_independent(log_probs, 7)
+    assert [ids for _, ids in got] == [ids for _, ids in every[:7]]
+    assert [s for s, _ in got] == pytest.approx([s for s, _ in every[:7]], abs=1e-5)
+    with pytest.raises(ValueError, match="log_probs must have shape"):
+        k_best_independent(torch.zeros(5), 2)
+
+
+def test_tagger_ime_candidates_are_distinct_and_start_with_the_argmax() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    model = _tagger(vocabs)
+    ime = TaggerIME(model, *vocabs)
+    out = ime.candidates(["wo ai bei jing", "zu guo"], 5)
+    assert [len(c) for c in out] == [5, 5]
+    assert all(
+        len(set(c)) == 5 and all(len(s) == n for s in c) for c, n in zip(out, (4, 2), strict=True)
+    )
+    logits = model(clause_batch([("zu guo", "祖国")], *vocabs).src)[0]
+    logits[:, :4] = -torch.inf
+    assert out[1][0] == vocabs[1].decode(logits.argmax(-1).tolist())
+
+
+# --- resumable training -------------------------------------------------------------------
+
+
+def _tiny_split() -> SentenceSplit:
+    rng = random.Random(0)
+    clauses = [Clause(t, p, "rmrb", i) for i, (p, t) in enumerate(PAIRS * 8)]
+    rng.shuffle(clauses)
+    return SentenceSplit(
+        train=clauses, valid=clauses[:6], test=clauses[:6], ood=[], seed=0, block_lines=50
+    )
+
+
+def _tiny_recipe(kind: str) -> ps.SentenceRecipe:
+    base = ps.SENTENCE_RECIPES[f"ime-sentences-{kind}"]
+    return dataclasses.replace(
+        base,
+        name=f"test-{kind}",
+        total_steps=3,
+        batch_size=8,
+        warmup_steps=2,
+        eval_every=1,
+        save_every=1,
+        n_eval=6,
+        model={**base.model, "d_model": 16, "d_ff": 32, "n_heads": 2},
+    )
+
+
+@pytest.mark.parametrize("kind", ["at", "nat"])
+def test_training_resumed_after_a_stop_equals_uninterrupted_training(kind, tmp_path) -> None:
+    recipe, split = _tiny_recipe(kind), _tiny_split()
+    whole = ps.train_sentences(
+        recipe, threads=1, split=split, state_file=tmp_path / "a.pt", out=tmp_path / "a-out.pt"
+    )
+    first = ps.train_sentences(
+        recipe,
+        max_steps=2,
+        threads=1,
+        split=split,
+        state_file=tmp_path / "b.pt",
+        out=tmp_path / "b-out.pt",
+    )
+    assert first["step"] == 2 and not first["finished"]
+    (tmp_path / "b-out.pt").unlink()  # the stop left a shipped file; the resume rewrites it
+    second = ps.train_sentences(
+        recipe, threads=1, split=split, state_file=tmp_path / "b.pt", out=tmp_path / "b-out.pt"
+    )
+    assert whole["finished"] and second["finished"] and second["step"] == 3
+    assert second["history"] == whole["history"]  # the history continues, point for point
+    a = ps.load_sentence_model(recipe, tmp_path / "a-out.pt")
+    b = ps.load_sentence_model(recipe, tmp_path / "b-out.pt")
+    for (name, x), (_, y) in zip(
+        a.model.state_dict().items(), b.model.state_dict().items(), strict=True
+    ):
+        torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-6, msg=name)
+    assert b.metadata["steps"] == 3 and b.metadata["finished"]
+    again = ps.train_sentences(
+        recipe, threads=1, split=split, state_file=tmp_path / "b.pt", out=tmp_path / "b-out.pt"
+    )
+    assert again["step"] == 3  # a finished recipe does not train further
+
+
+def test_a_changed_recipe_does_not_resume_an_old_state(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    ps.train_sentences(
+        recipe,
+        max_steps=1,
+        threads=1,
+        split=split,
+        state_file=tmp_path / "s.pt",
+        out=tmp_path / "o.pt",
+    )
+    changed = dataclasses.replace(recipe, peak_lr=5e-4)
+    with pytest.raises(ValueError, match="another version of recipe"):
+        ps.train_sentences(
+            changed, threads=1, split=split, state_file=tmp_path / "s.pt", out=tmp_path / "o.pt"
+        )
+
+
+def test_shipped_file_is_float16_and_loads_as_the_trained_model(tmp_path) -> None:
+    recipe, split = _tiny_recipe("at"), _tiny_split()
+    ps.train_sentences(
+        recipe,
+        max_steps=1,
+        threads=1,
+        split=split,
+        state_file=tmp_path / "s.pt",
+        out=tmp_path / "o.pt",
+    )
+    saved = torch.load(tmp_path / "o.pt", weights_only=False)
+    assert {v.dtype for v in saved["state"].values()} == {torch.float16}
+    state = torch.load(tmp_path / "s.pt", weights_only=False)["model"]
+    loaded = ps.load_sentence_model(recipe, tmp_path / "o.pt").model.state_dict()
+    for name, value in state.items():
+        torch.testing.assert_close(loaded[name], value, rtol=1e-3, atol=1e-3, msg=name)
+
+
+def test_sentence_recipes_and_pairs() -> None:
+    assert set(ps.SENTENCE_RECIPES) == {"ime-sentences-at", "ime-sentences-nat"}
+    assert ps.sentence_checkpoint_path("ime-sentences-at").name == "ime-sentences-at.pt"
+    assert ps.state_path("ime-sentences-nat").name == "ime-sentences-nat.state.pt"
+    pairs = ps.sentence_pairs(_tiny_split())
+    assert pairs["train"][0] in [(p, t) for p, t in PAIRS] and pairs["ood"] == []
+    with pytest.raises(ValueError, match="kind must be"):
+        dataclasses.replace(_tiny_recipe("at"), kind="rnn")
+    with pytest.raises(ValueError, match="name must be one of"):
+        ps.sentence_checkpoint_path("nope")
+    with pytest.raises(FileNotFoundError, match="python -m lecturekit.pretrained build"):
+        ps.load_sentence_model("ime-sentences-at", "/nonexistent/x.pt")
+
+
+def test_make_sentence_model_builds_the_recipes_kind() -> None:
+    vocabs = sentence_vocabs(PAIRS)
+    at = ps.make_sentence_model(_tiny_recipe("at"), *vocabs)
+    nat = ps.make_sentence_model(_tiny_recipe("nat"), *vocabs)
+    assert type(at).__name__ == "Transformer" and isinstance(nat, SyllableTagger)
+    again = ps.make_sentence_model(_tiny_recipe("nat"), *vocabs)  # seeded
+    assert torch.equal(nat.output_proj.weight, again.output_proj.weight)
+
+
+def test_ime_candidates_beam_five_on_twelve_syllables_with_and_without_the_cache() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    recipe = _tiny_recipe("at")
+    model = ps.make_sentence_model(dataclasses.replace(recipe, seed=1), *vocabs).eval()
+    typed = "woaibeijing" + "beijinghuanyingni" + "aizuguo"  # 12 syllables, unspaced
+    cached = ime_candidates(model, *vocabs, typed, k=5)
+    plain = ime_candidates(model, *vocabs, " ".join(split_syllables(typed)), k=5, use_cache=False)
+    assert len(split_syllables(typed)) == 12 and len(cached) == 5
+    assert [c for c, _ in cached] == [c for c, _ in plain]
+    assert [s for _, s in cached] == pytest.approx([s for _, s in plain], abs=1e-4)
+    assert [s for _, s in cached] == sorted((s for _, s in cached), reverse=True)
+    with pytest.raises(ValueError, match="at least one pinyin syllable"):
+        ime_candidates(model, *vocabs, "  ")
+
+
+def test_max_minutes_stops_a_piece_and_saves_the_state(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    files = {"split": split, "state_file": tmp_path / "s.pt", "out": tmp_path / "o.pt"}
+    stopped = ps.train_sentences(recipe, max_minutes=1e-9, threads=1, **files)
+    assert stopped["step"] == 0 and (tmp_path / "s.pt").is_file() and (tmp_path / "o.pt").is_file()
+    assert ps.train_sentences(recipe, threads=1, **files)["step"] == 3
+    with pytest.raises(ValueError, match="max_minutes"):
+        ps.train_sentences(recipe, max_minutes=0, threads=1, **files)
