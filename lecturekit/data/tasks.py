@@ -8,8 +8,10 @@ learn it to (nearly) 100% held-out exact match in under a minute on a laptop CPU
   ``"20481"`` -> ``"两万零四百八十一"`` (output length varies with the zeros).
 - ``date``: a date written in one of several English or Chinese forms -> ISO ``YYYY-MM-DD``,
   ``"5 Mar 2021"`` -> ``"2021-03-05"`` (the day, month and year move around).
-- ``translation``: an English-like toy language (SVO, adjective before noun) -> a Chinese-like
-  one (time word first, SOV, adjective after noun), word level, so cross-attention is not
+- ``translation``: an English-like toy language (SVO, adjective before noun) -> an artificial
+  language written with Chinese words but not in Chinese word order (Chinese is SVO with the
+  adjective before the noun): time word first, subject-object-verb (SOV, the order of
+  Japanese or Turkish), adjective after the noun. Word level, so cross-attention is not
   diagonal: ``"this big dog chases the cat today"`` -> ``"今天 这 狗 大 猫 追"``.
 
 ``make_task(name, n_train, n_valid, n_test, seed)`` returns a ``TaskData`` with the three
@@ -152,7 +154,7 @@ def _sample_date(rng: random.Random) -> Pair:
 
 
 # ---------------------------------------------------------------------------------------------
-# Toy translation: English-like -> Chinese-like
+# Toy translation: English-like -> Chinese words in SOV order (not Chinese word order)
 # ---------------------------------------------------------------------------------------------
 
 NOUNS = {
@@ -199,7 +201,8 @@ def _sample_sentence(rng: random.Random) -> Pair:
     verb_en = ["does", "not", base] if negated else [third_person]
     verb_zh_words = ["不", verb_zh] if negated else [verb_zh]
     english = [*subj_en, *verb_en, *obj_en] + (time.split() if time else [])
-    # Chinese-like order: time word first, then subject - object - verb (SOV)
+    # the target order (not Chinese, which is SVO): time word first, then subject - object -
+    # verb (SOV, as in Japanese or Turkish)
     chinese = ([TIME_WORDS[time]] if time else []) + [*subj_zh, *obj_zh, *verb_zh_words]
     return " ".join(english), " ".join(chinese)
 
