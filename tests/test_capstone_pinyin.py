@@ -11,6 +11,7 @@ from lecturekit import pretrained
 from lecturekit.chapters.capstone_pinyin import (
     HmmBaseline,
     LookupBaseline,
+    Scores,
     TransformerIME,
     UnigramBaseline,
     candidate_bar,
@@ -23,6 +24,7 @@ from lecturekit.chapters.capstone_pinyin import (
 )
 from lecturekit.data.pinyin import Word
 from lecturekit.decoding import greedy
+from lecturekit.exercises.specs import display_width
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -192,3 +194,15 @@ def test_shipped_model_beats_the_unigram_baseline_on_held_out_words(ime, pinyin_
     unigram = evaluate(UnigramBaseline(pinyin_split.train), words).top1
     # shipped: about 0.37 against 0.21; a rebuild on another machine moves both a little
     assert transformer > unigram + 0.1
+
+
+def test_format_table_aligns_chinese_names_by_display_width() -> None:
+    scores = Scores(top1=0.5, topk=None, cer=0.25, k=5, n=2, distinct=2)
+    names = ("查表", "HMM (Pinyin2Hanzi)", "Transformer 束宽 5")
+    table = format_table({(name, "seen"): scores for name in names})
+    lines = table.splitlines()
+    assert lines[1].startswith("系统")
+    # every row's first "|" sits in the same display column, whatever the script of the name
+    bars = {display_width(line[: line.index("|")]) for line in lines if "|" in line}
+    assert len(bars) == 1
+    assert set(lines[2]) == {"-"} and display_width(lines[2]) == display_width(lines[1])

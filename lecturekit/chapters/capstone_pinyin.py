@@ -30,6 +30,7 @@ import torch
 
 from lecturekit.data.pinyin import Word
 from lecturekit.decoding import beam_search, greedy
+from lecturekit.exercises.specs import display_width
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -88,7 +89,7 @@ class UnigramBaseline:
     keeps the ``k`` best prefixes, which suffices because the scores are independent).
     """
 
-    name = "unigram"
+    name = "一元基线"
     max_candidates = 1_000
 
     def __init__(self, words: Sequence[Word]) -> None:
@@ -121,7 +122,7 @@ class UnigramBaseline:
 class LookupBaseline:
     """A table from pinyin to the training words with that pinyin, most frequent first."""
 
-    name = "lookup table"
+    name = "查表"
     max_candidates = 1_000
 
     def __init__(self, words: Sequence[Word]) -> None:
@@ -252,7 +253,7 @@ class TransformerIME:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.beam_size = beam_size
         self.max_candidates = beam_size
-        self.name = "Transformer, greedy" if beam_size == 1 else f"Transformer, beam {beam_size}"
+        self.name = "Transformer 贪心" if beam_size == 1 else f"Transformer 束宽 {beam_size}"
         self.batch_size = 256
 
     def encode(self, pinyins: Sequence[str]) -> torch.Tensor:
@@ -372,18 +373,23 @@ def compare(
 
 
 def format_table(results: dict[tuple[str, str], Scores]) -> str:
-    """A plain-text table: one row per system, top-1 / top-k / CER for each view."""
+    """A plain-text table: one row per system, top-1 / top-k / CER for each view; columns are
+    aligned by display width (a Chinese character takes two columns)."""
     systems = list(dict.fromkeys(s for s, _ in results))
     views = list(dict.fromkeys(v for _, v in results))
     k = next(iter(results.values())).k
-    width = max(len(s) for s in systems)
+    width = max(display_width(s) for s in [*systems, "系统"])
+
+    def pad(name: str) -> str:
+        return name + " " * (width - display_width(name))
+
     lines = [
         (" " * width + "".join(f" | {v:^22s}" for v in views)).rstrip(),
-        f"{'system':{width}s}" + f" | {'top-1':>6s} {f'top-{k}':>6s} {'CER':>6s}  " * len(views),
+        pad("系统") + f" | {'top-1':>6s} {f'top-{k}':>6s} {'CER':>6s}  " * len(views),
     ]
-    lines.append("-" * len(lines[1]))
+    lines.append("-" * display_width(lines[1]))
     for s in systems:
-        row = f"{s:{width}s}"
+        row = pad(s)
         for v in views:
             r = results[s, v]
             topk = "-" if r.topk is None else f"{r.topk:.3f}"
