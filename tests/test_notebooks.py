@@ -97,7 +97,7 @@ def test_notebook_starts_with_title_and_colab_cell(path: Path, repository_url: s
     assert code_cells, f"{path.name}: has no code cell"
     expected = COLAB_CELL.format(url=repository_url)
     assert code_cells[0].source == expected, (
-        f"{path.name}: the first code cell must be exactly the Colab set-up cell of TEAM.md:\n"
+        f"{path.name}: the first code cell must be exactly the Colab set-up cell (COLAB_CELL above):\n"
         f"{expected}\n--- got ---\n{code_cells[0].source}"
     )
 
@@ -175,4 +175,31 @@ def test_markdown_has_no_tab_character(path: Path) -> None:
     assert not bad, (
         f"{path.name}: markdown cells {bad} contain a TAB character; in a formula write "
         "\\text (JSON '\\\\text'), elsewhere use spaces"
+    )
+
+
+# The book's text column is 757 px on a laptop: a figure drawn wider is shown shrunk, and
+# below 60 % of its drawn width its tick labels become unreadable (issue 31). 1000 px keeps
+# every figure at three quarters of its size or more.
+MAX_FIGURE_WIDTH_PX = 1000
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_figures_are_drawn_for_the_text_column(path: Path) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    wide = []
+    for index, cell in enumerate(_read(path).cells):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                width = Image.open(io.BytesIO(base64.b64decode(png))).size[0]
+                if width > MAX_FIGURE_WIDTH_PX:
+                    wide.append((index, width))
+    assert not wide, (
+        f"{path.name}: figures wider than {MAX_FIGURE_WIDTH_PX} px (cell, width): {wide}; "
+        "lay them out in a grid or give them a smaller figsize"
     )
