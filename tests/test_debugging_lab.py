@@ -61,7 +61,13 @@ EXPECTED = {
     "causal_mask_missing": {"causality_probe", "mask_sanity"},
     "causal_mask_inverted": {"causality_probe", "mask_sanity", "attention_reference_check"},
     "no_scaling": {"attention_reference_check"},
-    "softmax_query_axis": {"causality_probe", "mask_sanity", "attention_reference_check"},
+    "softmax_query_axis": {
+        "causality_probe",
+        "mask_sanity",
+        "attention_reference_check",
+        "padding_probe",  # NaN on a padded batch: a fully masked key column
+        "initial_loss_check",
+    },
     "source_padding_missing": {"padding_probe"},
     "positions_missing": {"permutation_probe"},
     "layernorm_wrong_axis": {"causality_probe", "padding_probe", "layernorm_axis_check"},
@@ -253,3 +259,92 @@ def test_the_mystery_block_plants_its_bug(make_tiny_model):
     with lab_bugs.mystery(3):
         flagged = {p for p, run in _model_probes().items() if run(model).flagged}
     assert flagged == EXPECTED[lab_bugs.mystery_bug(3)]
+
+
+def _nan_probes() -> dict[str, object]:
+    """Every model probe that compares a number with a limit (NaN compares False)."""
+    src, tgt = _unpadded()
+    batch = _batch()
+    return {
+        "causality_probe": lambda m: D.causality_probe(m, src, tgt),
+        "padding_probe": lambda m: D.padding_probe(m, batch.src, batch.tgt_in),
+        "permutation_probe": lambda m: D.permutation_probe(m, src),
+        "layernorm_axis_check": lambda m: D.layernorm_axis_check(m, src, tgt),
+        "residual_probe": lambda m: D.residual_probe(m, src, tgt),
+        "mask_sanity": lambda m: D.mask_sanity(m, src, tgt),
+        "initial_loss_check": lambda m: D.initial_loss_check(m, batch),
+    }
+
+
+@pytest.mark.parametrize("probe", sorted(_nan_probes()))
+def test_gap_probes_flag_a_model_whose_output_is_nan(make_tiny_model, probe):
+    model = make_tiny_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(math.nan)  # nan > tolerance is False: a plain comparison would pass
+    verdict = _nan_probes()[probe](model)
+    assert verdict.flagged and "NaN" in verdict.message
+
+
+def test_loss_padding_probe_flags_a_nan_loss():
+    batch = _batch()
+    logits = torch.full((*batch.tgt_out.shape, V), math.nan)
+    verdict = D.loss_padding_probe(lambda lg, t: lg.mean(), logits, batch.tgt_out)
+    assert verdict.flagged and "NaN" in verdict.message
+
+
+def test_softmax_over_queries_turns_a_padded_batch_into_nan(make_tiny_model):
+    batch = _batch()
+    with lab_bugs.plant("softmax_query_axis"):
+        model = make_tiny_model()
+        assert not torch.isfinite(model(batch.src, batch.tgt_in)).all()
+        assert D.padding_probe(model, batch.src, batch.tgt_in).flagged
+
+
+def test_no_scaling_keeps_is_causal_and_drops_only_the_scale():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 8, generator=gen) for _ in range(3))
+    with lab_bugs.plant("no_scaling"):
+        _, weights = attention._attention_steps(q, k, v, None, 0.0, True)
+    future = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    expected = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(future, -math.inf), -1)
+    torch.testing.assert_close(weights, expected)
+
+
+@pytest.mark.parametrize("name", ["no_scaling", "softmax_query_axis", "causal_mask_inverted"])
+def test_attention_bugs_refuse_a_backend_they_do_not_change(make_tiny_model, name):
+    src, tgt = _unpadded()
+    with lab_bugs.plant(name):
+        model = make_tiny_model(attention_backend="sdpa")
+        with pytest.raises(ValueError, match="attention_backend must be 'math'.*got 'sdpa'"):
+            model(src, tgt)
+        make_tiny_model()(src, tgt)  # the math backend runs, with the bug
+
+
+def test_residual_missing_refuses_a_pre_ln_model(make_tiny_model):
+    src, tgt = _unpadded()
+    with lab_bugs.plant("residual_missing"):
+        with pytest.raises(ValueError, match="norm_first must be False"):
+            make_tiny_model(norm_first=True)(src, tgt)
+        make_tiny_model()(src, tgt)
+
+
+def test_free_running_check_counts_eos_in_both_accuracies(monkeypatch):
+    """A model right on every token but <eos>, with and without the gold prefix: the two
+    accuracies must agree (counting <eos> in one only would make a gap out of nothing)."""
+    from types import SimpleNamespace
+
+    from lecturekit.decoding import search
+
+    batch = _batch()
+    never_eos = batch.tgt_out.masked_fill(batch.tgt_out == 2, 3)  # <eos> (id 2) -> a word
+
+    class NoEos(torch.nn.Module):
+        config = SimpleNamespace(eos_id=2, pad_id=0)
+
+        def forward(self, src, tgt_in):
+            return torch.nn.functional.one_hot(never_eos, V).float()
+
+    monkeypatch.setattr(search, "greedy", lambda m, s, n: SimpleNamespace(tokens=never_eos))
+    verdict = D.free_running_check(NoEos(), [batch])
+    assert abs(verdict.value) < 1e-12 and not verdict.flagged

@@ -11,7 +11,9 @@ There is no second copy of the model: the replacement wraps the original and cha
 thing. ``BUGS`` is the one list of switches, each with the line of code it changes.
 Bugs that act when a model is built (``tied_embedding_std1``) must be planted around
 ``Transformer(config)``; the others act while the block runs. The attention bugs change the
-``"math"`` backend, the model's default; ``residual_missing`` assumes Post-LN, the default.
+``"math"`` backend and ``layernorm_wrong_axis`` the ``"torch"`` one (the defaults); while they
+are planted the other backends raise instead of silently running the healthy code, and so
+does a Pre-LN layer under ``residual_missing`` (it removes a Post-LN residual).
 """
 
 from __future__ import annotations
@@ -75,22 +77,50 @@ def _no_causal_mask() -> list[Patch]:
     return [(layers.Decoder, "forward", forward)]
 
 
+def _only_backend(module: Any, table: str, keep: str, bug: str, setting: str) -> Patch:
+    """The backend table ``module.table`` with every entry but ``keep`` refusing to run: the
+    bug changes ``keep``'s code only, so another backend would silently run healthy code."""
+
+    def refuse(backend: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            raise ValueError(
+                f"{setting} must be {keep!r} while the bug {bug!r} is planted (it changes "
+                f"that backend only), got {backend!r}; build the model with {setting}={keep!r}"
+            )
+
+        return run
+
+    entries = getattr(module, table).items()
+    return (module, table, {name: f if name == keep else refuse(name) for name, f in entries})
+
+
+def _math_only(bug: str) -> Patch:
+    return _only_backend(attention, "ATTENTION_FUNCTIONS", "math", bug, "attention_backend")
+
+
 def _inverted_causal_mask() -> list[Patch]:
     original = masks.causal_mask
 
     def causal_mask(*args: Any, **kwargs: Any) -> Tensor:
         return ~original(*args, **kwargs)  # True read as "keep"
 
-    return [(masks, "causal_mask", causal_mask), (attention, "causal_mask", causal_mask)]
+    return [
+        (masks, "causal_mask", causal_mask),
+        (attention, "causal_mask", causal_mask),
+        _math_only("causal_mask_inverted"),
+    ]
 
 
 def _no_scaling() -> list[Patch]:
     original = attention._attention_steps
 
-    def steps(q: Tensor, k: Tensor, v: Tensor, mask: Any, dropout_p: float, *rest: Any) -> Any:
-        return original(q, k, v, mask, dropout_p, False, 1.0)  # scale = 1, not 1/sqrt(d_k)
+    def steps(
+        q: Tensor, k: Tensor, v: Tensor, mask: Any, dropout_p: float, is_causal: bool = False,
+        scale: float | None = None,
+    ) -> Any:  # fmt: skip
+        return original(q, k, v, mask, dropout_p, is_causal, 1.0)  # scale 1, not 1/sqrt(d_k)
 
-    return [(attention, "_attention_steps", steps)]
+    return [(attention, "_attention_steps", steps), _math_only("no_scaling")]
 
 
 class _SoftmaxOverQueries:
@@ -105,7 +135,7 @@ class _SoftmaxOverQueries:
 
 
 def _softmax_query_axis() -> list[Patch]:
-    return [(attention, "torch", _SoftmaxOverQueries())]
+    return [(attention, "torch", _SoftmaxOverQueries()), _math_only("softmax_query_axis")]
 
 
 def _no_source_padding() -> list[Patch]:
@@ -150,14 +180,21 @@ def _layernorm_sequence_axis(x: Tensor, shape: Any, weight: Tensor, bias: Tensor
 
 
 def _layernorm_wrong_axis() -> list[Patch]:
-    table = dict(layers.LAYER_NORM_FUNCTIONS, torch=_layernorm_sequence_axis)
-    return [(layers, "LAYER_NORM_FUNCTIONS", table)]
+    module, table, refusing = _only_backend(
+        layers, "LAYER_NORM_FUNCTIONS", "torch", "layernorm_wrong_axis", "layernorm_backend"
+    )
+    return [(module, table, dict(refusing, torch=_layernorm_sequence_axis))]
 
 
 def _no_residual() -> list[Patch]:
     original = layers.DecoderLayer._add_and_norm
 
     def add_and_norm(self: Any, x: Tensor, self_attention: Any, cross_attention: Any) -> Tensor:
+        if self.norm_first:  # Pre-LN: the replacement below would not remove its residual
+            raise ValueError(
+                "norm_first must be False while the bug 'residual_missing' is planted (it "
+                "removes a Post-LN residual), got True; build the model with norm_first=False"
+            )
         # Post-LN: x + (f(x) - x) = f(x), the residual around self attention is gone
         return original(self, x, lambda y: self_attention(y) - y, cross_attention)
 
@@ -241,7 +278,7 @@ BUGS: dict[str, Bug] = {
             "分数没有除以 √d_k",
             f"{_ATTENTION}._attention_steps",
             "scores = q @ k.transpose(-2, -1)  # no * scale",
-            "注意力过早饱和，训练变慢",
+            "刚初始化时注意力就更尖（d_k 越大越明显）",
             "attention_reference_check",
             _no_scaling,
         ),
@@ -250,7 +287,7 @@ BUGS: dict[str, Bug] = {
             "softmax 沿查询轴",
             f"{_ATTENTION}._attention_steps",
             "weights = torch.softmax(scores, dim=-2)",
-            "注意力的行和不为 1，未来泄漏",
+            "注意力的行和不为 1，未来泄漏，批次有填充时损失变成 NaN",
             "attention_reference_check",
             _softmax_query_axis,
         ),
@@ -286,7 +323,7 @@ BUGS: dict[str, Bug] = {
             "没有位置编码",
             "lecturekit.model.layers.SinusoidalPositionalEncoding.forward",
             "return x  # not x + PE",
-            "倒序学不会，编码器对输入顺序置换等变",
+            "倒序、复制这类输出取决于输入顺序的任务学不会",
             "permutation_probe",
             _no_positions,
         ),
@@ -295,7 +332,7 @@ BUGS: dict[str, Bug] = {
             "层归一化沿序列轴",
             "lecturekit.model.layers.LAYER_NORM_FUNCTIONS",
             "mean = x.mean(dim=1)  # not dim=-1",
-            "每个位置的输出依赖其他位置，未来泄漏",
+            "输出随同一批别的句子或补齐长度改变，未来泄漏",
             "layernorm_axis_check",
             _layernorm_wrong_axis,
         ),
@@ -304,7 +341,7 @@ BUGS: dict[str, Bug] = {
             "解码器自注意力的残差连接缺失",
             "lecturekit.model.layers.DecoderLayer._add_and_norm",
             "x = self.norm1(self_attention(x))  # no x +",
-            "解码器丢掉输入符号本身",
+            "（检查）子层输出清零后，改变解码器输入，输出不变",
             "residual_probe",
             _no_residual,
         ),
@@ -328,10 +365,10 @@ BUGS: dict[str, Bug] = {
         ),
         Bug(
             "beam_summed_log_prob",
-            "束搜索按对数概率之和排序",
+            "束搜索不管 α，总按对数概率之和排序",
             "lecturekit.decoding.beam._penalty",
             "return 1.0  # no length penalty",
-            "束越宽，输出越短",
+            "要了长度惩罚，返回的顺序仍与长度归一化的分数不符",
             "beam_ranking_check",
             _beam_summed_log_prob,
         ),
@@ -349,7 +386,7 @@ BUGS: dict[str, Bug] = {
             "嵌入没有乘 √D",
             "lecturekit.model.transformer.Transformer._embed",
             "x = embedding(tokens)  # no * sqrt(D)",
-            "位置编码淹没了词的嵌入",
+            "（检查）词嵌入的均方根远小于位置编码",
             "embedding_scale_check",
             _embedding_not_scaled,
         ),

@@ -11,8 +11,9 @@ from lecturekit.chapters.lab_bugs import BUGS, MYSTERY_POOL, mystery_bug
 from lecturekit.exercises import LAB, Exercise, register
 from lecturekit.exercises.specs import Problem, Spec, short
 
-# the seeds of the two find-the-bug exercises (two different hidden bugs)
-SEEDS = (1, 2)
+# the seeds of the two find-the-bug exercises (two different hidden bugs, neither of them
+# planted by a cell of the chapter)
+SEEDS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,13 @@ def _register(number: int, seed: int) -> None:
             ),
             hint=(
                 "先跑不需要训练的探针（因果性、掩码图、参考实现、置换、填充、层归一化、"
-                "残差、嵌入尺度），把报警的组合与本章开头的表对照；两个 bug 报警的组合相同时，"
-                "看掩码图本身。"
+                "残差、嵌入尺度），把报警的组合与本章“每个 bug 让哪些诊断报警”的表对照；"
+                "组合相近时，再看 mask_sanity 报告的是哪几个问题，以及掩码图本身。"
             ),
             explanation=(
-                "每个 bug 让一组诊断报警：开头的表列出了组合。把报警的组合与表对照即可确定。"
+                "本章开头的表从症状出发，不列诊断的组合；“每个 bug 让哪些诊断报警”的那张表"
+                "由代码在种下的每个 bug 上算出，其中每个 bug 的组合都不同，把你看到的组合"
+                "与它对照即可确定。"
             ),
             kind="value",
             returns=BugName(),

@@ -10,11 +10,10 @@ stay in ``value``), so a printed verdict reads the same on any machine.
   gradients, plus ``torch.autograd.gradcheck``.
 * :func:`permutation_probe`: without positions the encoder is permutation-equivariant.
 * :func:`padding_probe`, :func:`loss_padding_probe`: extra padding must change nothing.
-* :func:`initial_loss_check`: the loss of a fresh model is about ln V.
-* :func:`label_shift_check`, :func:`layernorm_axis_check`, :func:`residual_probe`,
-  :func:`embedding_scale_check`, :func:`determinism_probe`, :func:`warmup_check`,
-  :func:`beam_ranking_check`, :func:`free_running_check`, :func:`overfit_one_batch`;
-  :func:`gradient_norms_by_layer` measures, it does not judge.
+* :func:`initial_loss_check`, :func:`label_shift_check`, :func:`layernorm_axis_check`,
+  :func:`residual_probe`, :func:`embedding_scale_check`, :func:`determinism_probe`,
+  :func:`warmup_check`, :func:`beam_ranking_check`, :func:`free_running_check`,
+  :func:`overfit_one_batch`; :func:`gradient_norms_by_layer` measures, it does not judge.
 """
 
 from __future__ import annotations
@@ -79,6 +78,20 @@ def _diagnosis(probe: str, flagged: bool, bad: str, good: str, value: float) -> 
     return Diagnosis(probe, bool(flagged), bad if flagged else good, float(value))
 
 
+def _gap(probe: str, gap: float, small_is_bad: bool, bad: str, good: str) -> Diagnosis:
+    """Compare ``gap`` with ``TOLERANCE``; a NaN or inf gap is flagged on its own (``nan >
+    TOLERANCE`` is False, so a plain comparison would pass a model whose output is NaN)."""
+    if not math.isfinite(gap):
+        return Diagnosis(probe, True, "输出含 NaN/inf：先找出它从哪一步开始出现", gap)
+    return _diagnosis(probe, gap < TOLERANCE if small_is_bad else gap > TOLERANCE, bad, good, gap)
+
+
+def _max_gap(a: Tensor, b: Tensor) -> float:
+    """``max |a - b|``, NaN when either side holds a NaN or inf (inf - inf would be NaN)."""
+    finite = bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
+    return float((a - b).abs().max()) if finite else math.nan
+
+
 @torch.no_grad()
 def causality_probe(model: Transformer, src: Tensor, tgt: Tensor, position: int = 1) -> Diagnosis:
     """Change every decoder input token after ``position``; the logits at positions
@@ -91,13 +104,12 @@ def causality_probe(model: Transformer, src: Tensor, tgt: Tensor, position: int 
     with eval_mode(model):
         before = model(src, tgt)[:, : position + 1]
         after = model(src, changed)[:, : position + 1]
-    moved = float((before - after).abs().max())
-    return _diagnosis(
+    return _gap(
         "causality_probe",
-        moved > TOLERANCE,
+        _max_gap(before, after),
+        False,
         "改变后面的输入，前面位置的输出变了：未来泄漏",
         "前面位置的输出不受后面输入的影响",
-        moved,
     )
 
 
@@ -115,7 +127,7 @@ def mask_sanity(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
     diagonal, above zero on it, rows summing to 1. ``src (B, S)``, ``tgt (B, T)`` unpadded."""
     w = _decoder_self_weights(model, src, tgt)  # (B, T, T)
     future = float(w.triu(1).abs().max())
-    problems = []
+    problems = [] if bool(torch.isfinite(w).all()) else ["权重含 NaN/inf"]
     if future > TOLERANCE:
         problems.append("未来的位置有权重")
     if bool((w.diagonal(dim1=-2, dim2=-1) <= 0).any()):
@@ -188,13 +200,12 @@ def permutation_probe(model: Transformer, src: Tensor) -> Diagnosis:
     with eval_mode(model):
         memory = model.encode(src)
         permuted = model.encode(src[:, perm])
-    gap = float((memory[:, perm] - permuted).abs().max())
-    return _diagnosis(
+    return _gap(
         "permutation_probe",
-        gap < TOLERANCE,
+        _max_gap(memory[:, perm], permuted),
+        True,
         "编码器对输入顺序置换等变：模型看不到位置",
         "置换输入后输出不只是跟着置换：模型能看到位置",
-        gap,
     )
 
 
@@ -207,13 +218,12 @@ def padding_probe(model: Transformer, src: Tensor, tgt: Tensor, extra: int = 3) 
     with eval_mode(model):
         before = model(src, tgt)
         after = model(torch.cat([src, pads], dim=1), tgt)
-    moved = float((before - after).abs().max())
-    return _diagnosis(
+    return _gap(
         "padding_probe",
-        moved > TOLERANCE,
+        _max_gap(before, after),
+        False,
         "多补几个 <pad>，输出就变了：填充没有被遮住",
         "多补 <pad> 不改变输出",
-        moved,
     )
 
 
@@ -222,24 +232,20 @@ def loss_padding_probe(
 ) -> Diagnosis:
     """``loss_fn(logits (B, T, V), target (B, T))`` (a mean) must not change when ``target``
     gets padded columns (with any logits there)."""
-    extra_logits = torch.randn(logits.size(0), 3, logits.size(-1), generator=_gen())
+    extra_logits = torch.randn(
+        logits.size(0), 3, logits.size(-1), generator=torch.Generator().manual_seed(0)
+    )
     extra_target = torch.full((target.size(0), 3), pad_id, dtype=target.dtype)
     with torch.no_grad():
-        before = float(loss_fn(logits, target))
-        after = float(
-            loss_fn(torch.cat([logits, extra_logits], 1), torch.cat([target, extra_target], 1))
-        )
-    return _diagnosis(
+        before = loss_fn(logits, target)
+        after = loss_fn(torch.cat([logits, extra_logits], 1), torch.cat([target, extra_target], 1))
+    return _gap(
         "loss_padding_probe",
-        abs(before - after) > TOLERANCE,
+        _max_gap(before, after),
+        False,
         "多补几列 <pad>，损失就变了：损失计入了填充",
         "补齐的位置不计入损失",
-        abs(before - after),
     )
-
-
-def _gen() -> torch.Generator:
-    return torch.Generator().manual_seed(0)
 
 
 @torch.no_grad()
@@ -249,9 +255,10 @@ def initial_loss_check(model: Transformer, batch: Batch, margin: float = 2.0) ->
     ``margin`` nats); far above it, the logits start too large."""
     with eval_mode(model):
         logits = model(batch.src, batch.tgt_in)
-    pad = model.config.pad_id
+    pad, ln_v = model.config.pad_id, math.log(model.config.tgt_vocab_size)
     loss = float(F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=pad))
-    ln_v = math.log(model.config.tgt_vocab_size)
+    if not math.isfinite(loss):  # abs(nan - ln V) > margin is False
+        return _gap("initial_loss_check", loss, False, "", "")
     return _diagnosis(
         "initial_loss_check",
         abs(loss - ln_v) > margin,
@@ -283,13 +290,13 @@ def label_shift_check(batch: Batch, bos_id: int = 1, pad_id: int = 0) -> Diagnos
 def layernorm_axis_check(model: nn.Module, *inputs: Tensor) -> Diagnosis:
     """Run ``model(*inputs)`` and compare every ``nn.LayerNorm``'s output with
     ``F.layer_norm`` of its input (over the last dimension, per token)."""
-    worst = [0.0]
+    gaps: list[float] = []
 
     def hook(module: nn.LayerNorm, args: tuple[Tensor, ...], out: Tensor) -> None:
         expected = F.layer_norm(
             args[0], module.normalized_shape, module.weight, module.bias, module.eps
         )
-        worst[0] = max(worst[0], float((out - expected).abs().max()))
+        gaps.append(_max_gap(out, expected))
 
     norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
     handles = [m.register_forward_hook(hook) for m in norms]
@@ -299,12 +306,12 @@ def layernorm_axis_check(model: nn.Module, *inputs: Tensor) -> Diagnosis:
     finally:
         for handle in handles:
             handle.remove()
-    return _diagnosis(
+    return _gap(
         "layernorm_axis_check",
-        worst[0] > TOLERANCE,
+        math.nan if any(math.isnan(g) for g in gaps) else max(gaps, default=0.0),
+        False,
         "层归一化的输出不是对每个符号的最后一维归一化",
         "每个层归一化都只在最后一维上归一化",
-        worst[0],
     )
 
 
@@ -324,13 +331,13 @@ def residual_probe(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
     changed = (tgt + 1).clamp(min=3) % model.config.tgt_vocab_size
     changed = changed.clamp(min=3)
     with eval_mode(silent):
-        moved = float((silent(src, tgt) - silent(src, changed)).abs().max())
-    return _diagnosis(
+        moved = _max_gap(silent(src, tgt), silent(src, changed))
+    return _gap(
         "residual_probe",
-        moved < TOLERANCE,
+        moved,
+        True,
         "子层输出清零后，解码器的输入不再影响输出：有残差连接断了",
         "子层输出清零后，输入仍经残差连接到达输出",
-        moved,
     )
 
 
@@ -379,8 +386,7 @@ def determinism_probe(decode: Callable[[], Tensor]) -> Diagnosis:
 
 
 def warmup_check(lr_at: Callable[[int], float], steps: int = 1000, ratio: float = 0.5) -> Diagnosis:
-    """``lr_at(step)`` for steps 1..``steps``: the first step's rate must be below ``ratio``
-    times the peak (a warm-up); Post-LN stacks need one."""
+    """``lr_at(step)`` for steps 1..``steps``: the first rate must be below ``ratio`` x peak."""
     check_int("steps", steps, minimum=2)
     rates = [lr_at(step) for step in range(1, steps + 1)]
     first, peak = rates[0], max(rates)
@@ -412,8 +418,9 @@ def beam_ranking_check(ranked: Sequence[tuple[int, float]], alpha: float) -> Dia
 def free_running_check(model: Transformer, batches: list[Batch], slack: float = 0.05) -> Diagnosis:
     """Token accuracy with the gold prefix as decoder input (teacher forcing, what training
     and ``evaluate``'s ``token_accuracy`` measure) against token accuracy of the model's own
-    greedy output, position by position. A gap above ``slack`` means a test figure measured
-    with the gold prefix overstates what the model does when it generates."""
+    greedy output, position by position, ``<eos>`` counted in both (the labels end with it).
+    A gap above ``slack`` means a test figure measured with the gold prefix overstates what
+    the model does when it generates."""
     from lecturekit.decoding.search import greedy
     from lecturekit.training.metrics import token_accuracy
 
@@ -425,9 +432,7 @@ def free_running_check(model: Transformer, batches: list[Batch], slack: float = 
             out = greedy(model, batch.src, batch.tgt_out.size(1)).tokens.tolist()
             gold = batch.tgt_out.tolist()
             free.append(
-                token_accuracy(
-                    [_until(p, eos) or p for p in out], [_until(g, eos) or g for g in gold]
-                )
+                token_accuracy([_through(p, eos) for p in out], [_through(g, eos) for g in gold])
             )
     gap = sum(forced) / len(forced) - sum(free) / len(free)
     return _diagnosis(
@@ -439,8 +444,9 @@ def free_running_check(model: Transformer, batches: list[Batch], slack: float = 
     )
 
 
-def _until(tokens: list[int], eos: int) -> list[int] | None:
-    return tokens[: tokens.index(eos)] if eos in tokens else None
+def _through(tokens: list[int], eos: int) -> list[int]:
+    """``tokens`` up to and including the first ``eos`` (all of them when there is none)."""
+    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
 
 
 def overfit_one_batch(
@@ -465,7 +471,7 @@ def overfit_one_batch(
     out = greedy(trained, batch.src, batch.tgt_out.size(1) + 2).tokens.tolist()
     eos = trained.config.eos_id
     gold = batch.tgt_out.tolist()
-    exact = sum(_until(p, eos) == _until(g, eos) for p, g in zip(out, gold, strict=True))
+    exact = sum(_through(p, eos) == _through(g, eos) for p, g in zip(out, gold, strict=True))
     memorised = loss.item() < 0.1
     flagged = not memorised or exact < len(gold) / 2
     message = (
@@ -483,8 +489,8 @@ def gradient_norms_by_layer(model: Transformer, batch: Batch) -> dict[str, float
     from lecturekit.training.losses import label_smoothed_nll
 
     model.zero_grad()
-    logits = model(batch.src, batch.tgt_in)
-    label_smoothed_nll(logits, batch.tgt_out, 0.0, model.config.pad_id).backward()
+    logits, pad = model(batch.src, batch.tgt_in), model.config.pad_id
+    label_smoothed_nll(logits, batch.tgt_out, 0.0, pad).backward()
     norms = {}
     for stack in ("encoder", "decoder"):
         for i, layer in enumerate(getattr(model, stack).layers):
