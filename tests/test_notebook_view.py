@@ -164,13 +164,17 @@ def problems_in_cell(markdown: str) -> list[str]:
 
 def chapter_label(notebook: Path) -> str:
     """The chapter part of a self-test number: 6 for 06_exposure_bias; A for the appendix;
-    C for the unnumbered capstone (capstone_pinyin)."""
+    C for the unnumbered capstone (capstone_pinyin); L for the debugging lab (lab_debugging)."""
     if notebook.stem.endswith("appendix"):
         return "A"
     if notebook.stem.startswith("capstone_"):
         return "C"
+    if notebook.stem.startswith("lab_"):
+        return "L"
     prefix = notebook.stem.split("_")[0]
-    assert prefix.isdigit(), f"{notebook.name}: a chapter notebook is NN_topic or capstone_topic"
+    assert prefix.isdigit(), (
+        f"{notebook.name}: a chapter notebook is NN_topic, capstone_topic or lab_topic"
+    )
     return str(int(prefix))
 
 
@@ -289,5 +293,6 @@ def test_numbers_are_read_in_order() -> None:
     assert chapter_label(Path("notebooks/06_exposure_bias.ipynb")) == "6"
     assert chapter_label(Path("notebooks/09_appendix.ipynb")) == "A"
     assert chapter_label(Path("notebooks/capstone_pinyin.ipynb")) == "C"
-    with pytest.raises(AssertionError, match="NN_topic or capstone_topic"):
+    assert chapter_label(Path("notebooks/lab_debugging.ipynb")) == "L"
+    with pytest.raises(AssertionError, match="capstone_topic or lab_topic"):
         chapter_label(Path("notebooks/pinyin.ipynb"))
