@@ -19,10 +19,19 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 COLAB_CELL = """\
 # Colab set-up: install lecturekit from the course repository (does nothing elsewhere).
+import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install -q "lecturekit @ git+{url}\""""
+    source = "lecturekit @ git+{url}"
+    pip = [sys.executable, "-m", "pip", "install", "-q", source]
+    if subprocess.run(pip, capture_output=True, text=True).returncode != 0:
+        print(
+            f"安装 lecturekit 失败：pip 无法安装 {{source}}。\\n"
+            "如果课程的仓库在别的地址，把上面 source 里的网址改成它，再运行本单元格；\\n"
+            "也可以把仓库里的 lecturekit 文件夹和 pyproject.toml 上传到 Colab，"
+            "运行 %pip install -e 上传的文件夹。"
+        )"""
 
 
 def toc_files(node: object) -> list[str]:
