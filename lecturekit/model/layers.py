@@ -271,7 +271,7 @@ class DecoderLayer(nn.Module):
                 memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask
             )
 
-        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p30-p31)
+        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p28-p30)
             if cache is None:
                 out, self.attention_weights = self.self_attn(
                     x,
