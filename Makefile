@@ -110,7 +110,7 @@ pdf: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@if grep -q "WARNING" $(PDF_LOG); then echo "ERROR: the one-page build logged warnings (see $(PDF_LOG))" >&2; exit 1; fi
 	$(PY) book/make_pdf.py _build/singlehtml $(PDF_DIR)
 	@# the intro links the PDF beside the HTML book (book/_ext/downloads.py does it on a rebuild)
-	@if [ -d _build/html ]; then cp $(PDF_DIR)/*.pdf _build/html/; fi
+	@if [ -d _build/html ]; then cp $(PDF_DIR)/*.pdf _build/html/ && $(PY) book/_ext/downloads.py _build/html; fi
 
 test: setup $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@start=$$(date +%s); \

@@ -138,7 +138,9 @@ def test_captions_prefer_metadata_then_titles_then_the_heading() -> None:
 def test_figure_numbers_follow_the_chapter() -> None:
     assert figures.figure_prefix("第 4 章 解码器 (decoder)") == "4."
     assert figures.figure_prefix("附录 (appendix)") == "A."
-    assert figures.figure_prefix("综合项目：拼音到汉字") == ""
+    assert figures.figure_prefix("综合项目：拼音到汉字 (from pinyin to characters)") == "C."
+    assert figures.figure_prefix("调试实验：Transformer 里最常见的 bug (debugging lab)") == "L."
+    assert figures.figure_prefix("欢迎") == ""
     assert figures.plain("生成门 $p_{\\rm gen}$ (小 = 复制)") == "生成门 p_gen (小 = 复制)"
 
 
@@ -155,3 +157,20 @@ def test_theme_words_are_simplified_chinese() -> None:
     assert buttons[2]["tooltip"] == "打印成 PDF"
     html = '<details><summary aria-label="Toggle hidden content">显示代码</summary></details>'
     assert "Toggle" not in theme_zh.translate_labels(html)
+
+
+def test_the_pdf_link_is_text_without_the_pdf_and_a_link_with_it(tmp_path: Path) -> None:
+    import downloads
+
+    page = tmp_path / "book" / "intro.html"
+    page.parent.mkdir()
+    paper = '<a href="https://arxiv.org/pdf/1706.03762.pdf">论文</a>'
+    link = '<a href="../course.pdf">整本书的 PDF</a>'
+    page.write_text(f"<p>{link} · {paper}</p>", encoding="utf-8")
+    assert downloads.link_pdf(tmp_path, "course.pdf") == [page]
+    html = page.read_text(encoding="utf-8")
+    assert link not in html and paper in html and "整本书的 PDF</span>" in html
+    assert downloads.link_pdf(tmp_path, "course.pdf") == []  # nothing left to unlink
+    (tmp_path / "course.pdf").write_bytes(b"%PDF-1.7")
+    assert downloads.link_pdf(tmp_path, "course.pdf") == [page]
+    assert page.read_text(encoding="utf-8") == f"<p>{link} · {paper}</p>"

@@ -289,6 +289,23 @@ def check_page(browser, path: Path, screenshot: Path | None = None) -> None:  # 
         context.close()
 
 
+def test_local_links_lead_to_files() -> None:
+    """No link of a built page dangles: the PDF is linked only once it is printed
+    (book/_ext/downloads.py), the notebooks' zip always."""
+    from bs4 import BeautifulSoup
+
+    dangling = []
+    for path in PAGES:
+        soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+        for link in soup.select("article.bd-article a[href]"):
+            href = urlparse(link["href"])
+            if href.scheme or href.netloc or not href.path:
+                continue
+            if not (path.parent / url2pathname(href.path)).resolve().exists():
+                dangling.append(f"{_page_id(path)}: {link['href']}")
+    assert not dangling, dangling
+
+
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
     name = _page_id(path)
@@ -498,7 +515,7 @@ def test_search_results_show_the_matching_sentence(browser, query: str) -> None:
 
 
 HASHED_NAME = re.compile(r"[0-9a-f]{32,}")
-FIGURE_NUMBER = re.compile(r"^图 (?:(\d+|A)\.)?(\d+)$")
+FIGURE_NUMBER = re.compile(r"^图 (?:(\d+|[ACL])\.)?(\d+)$")
 
 
 def _png_outputs(notebook: Path) -> int:

@@ -6,8 +6,9 @@ skipped otherwise. Checks what issue 31 found broken or in the way:
 - on a phone both drawers open (☰ the chapters, the list icon this page's contents) and a
   link in each works; on a laptop ☰ collapses the left sidebar and widens the text;
 - no self-test's answer, nor the output of the check cell below it, shows before it is opened;
-- no exercise statement, table or display formula is wider than its column unless its box
-  scrolls and shows that it does;
+- printed outputs keep their lines as printed (no wrapping: aligned columns and printed code
+  stay aligned); no printed output, table or formula, inline or display, is wider than its
+  column unless its box scrolls and shows that it does; a phone's table cells keep words whole;
 - every widget's controls are disabled with a label saying where they work (the static book
   has no Python to redraw a figure);
 - every figure shown at less than 60 % of its drawn width opens at full size on a click;
@@ -196,6 +197,15 @@ OVERFLOW = """() => {
       wide.push('cut at the right: ' + box.tagName + ' ' + box.textContent.slice(0, 50));
     }
   });
+  // an inline formula: the theme's span.math clips it unless it scrolls (book.js)
+  document.querySelectorAll('article.bd-article span.math').forEach(span => {
+    const math = span.querySelector('mjx-math');
+    if (!math || !span.checkVisibility()) return;
+    const cut = math.getBoundingClientRect().width > span.clientWidth + 1;
+    const scrolls = getComputedStyle(span).overflowX === 'auto'
+      && span.classList.contains('lk-scrolls');
+    if (cut && !scrolls) wide.push('cut at the right: formula ' + span.textContent.slice(0, 50));
+  });
   return wide;
 }"""
 
@@ -228,6 +238,38 @@ def test_nothing_is_cut_at_the_right(browser, path: Path, size: str) -> None:  #
         page.wait_for_timeout(200)
         wide = page.evaluate(OVERFLOW)
         assert not wide, f"{_page_id(path)} at {size}: " + "\n".join(wide[:10])
+    finally:
+        context.close()
+
+
+# Printed outputs whose lines the browser wraps (white-space other than pre), and table cells
+# whose words are broken, as "Transforme r" was on a phone.
+WRAPPED = """() => {
+  const found = [];
+  document.querySelectorAll('article.bd-article .cell_output pre').forEach(pre => {
+    if (pre.checkVisibility() && getComputedStyle(pre).whiteSpace !== 'pre') {
+      found.push('output wraps: ' + pre.textContent.slice(0, 50));
+    }
+  });
+  document.querySelectorAll('article.bd-article table td, article.bd-article table th')
+    .forEach(cell => {
+      if (!cell.checkVisibility() || cell.querySelector('code, a')) return;
+      const style = getComputedStyle(cell);
+      if (style.overflowWrap === 'anywhere' || style.wordBreak === 'break-all') {
+        found.push('cell breaks words: ' + cell.textContent.slice(0, 50));
+      }
+    });
+  return found;
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_outputs_keep_their_lines_and_cells_their_words(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    context, page, problems = _sized(browser, path, SIZES[size])
+    try:
+        wrapped = page.evaluate(WRAPPED)
+        assert not wrapped, f"{_page_id(path)} at {size}: " + "\n".join(wrapped[:10])
     finally:
         context.close()
 

@@ -3,12 +3,17 @@
 When the HTML build finishes, this writes ``notebooks.zip`` (every ``notebooks/*.ipynb``, with
 their outputs) at the root of the built site and copies the PDF there if ``make pdf`` has
 printed it (``_build/pdf/<repository>.pdf``; ``make pdf`` also copies it after printing).
-The intro links both with plain HTML, so that a PDF not printed yet is no build warning.
+The intro links both with plain HTML, so that a PDF not printed yet is no build warning; in a
+book built without the PDF its link is turned into plain text (``link_pdf``), so that nothing
+dangles, and ``make pdf`` turns it back into a link when it copies the PDF
+(``python book/_ext/downloads.py _build/html``).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -16,6 +21,7 @@ import yaml
 from sphinx.application import Sphinx
 
 ZIP_NAME = "notebooks.zip"
+NO_PDF = "这个网页版构建时还没有生成 PDF：运行 make pdf"
 
 
 def pdf_name(srcdir: Path) -> str:
@@ -34,7 +40,42 @@ def write_downloads(srcdir: Path, outdir: Path) -> list[Path]:
     printed = srcdir / "_build" / "pdf" / pdf_name(srcdir)
     if printed.is_file():
         written.append(Path(shutil.copy2(printed, outdir / printed.name)))
+    link_pdf(outdir, pdf_name(srcdir))
     return written
+
+
+def link_pdf(outdir: Path, name: str) -> list[Path]:
+    """Make the pages of ``outdir`` link the book's PDF ``name`` (a relative link, as the
+    intro writes it) exactly when ``outdir/name`` is there: without it the link becomes plain
+    text (a ``span.lk-no-pdf`` keeping the address), and such text becomes a link again once
+    the PDF is copied. Other links, to the slides' or the paper's PDFs, are left alone.
+    Returns the pages rewritten."""
+    present = (outdir / name).is_file()
+    href = rf"(?P<href>(?:\.\./)*{re.escape(name)})"
+    linked = re.compile(rf'<a href="{href}">(?P<text>[^<]*)</a>')
+    unlinked = re.compile(
+        rf'<span class="lk-no-pdf" data-href="{href}" title="[^"]*">(?P<text>[^<]*)</span>'
+    )
+
+    def unlink(match: re.Match[str]) -> str:
+        return (
+            f'<span class="lk-no-pdf" data-href="{match["href"]}" title="{NO_PDF}">'
+            f"{match['text']}</span>"
+        )
+
+    def relink(match: re.Match[str]) -> str:
+        return f'<a href="{match["href"]}">{match["text"]}</a>'
+
+    rewritten = []
+    for page in outdir.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        if name not in html:
+            continue
+        changed = unlinked.sub(relink, html) if present else linked.sub(unlink, html)
+        if changed != html:
+            page.write_text(changed, encoding="utf-8")
+            rewritten.append(page)
+    return rewritten
 
 
 def _finished(app: Sphinx, exception: Exception | None) -> None:
@@ -45,3 +86,8 @@ def _finished(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("build-finished", _finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    # make pdf, after copying the PDF into the built book: link it from the intro again
+    link_pdf(Path(sys.argv[1]), pdf_name(Path.cwd()))

@@ -2,10 +2,10 @@
 
 A plot in the book is the PNG output of a code cell; myst-nb gives it its hashed file name as
 alt text and no caption. When a page is read, this extension wraps each such image in a
-figure numbered per chapter in document order ("图 4.2": chapter 4, second figure; a page
-without a chapter number, like the capstone, counts "图 2"; the appendix "图 A.2"), with a
-caption that is also the image's alt text. The caption is taken, without running anything,
-from the cell: its metadata field ``caption`` (a string, or a list with one per image) when
+figure numbered per chapter in document order ("图 4.2": chapter 4, second figure; the
+appendix "图 A.2", the capstone "图 C.2", the debugging lab "图 L.2"; another page without a
+chapter number counts "图 2"), with a caption that is also the image's alt text. The caption
+is taken, without running anything, from the cell: its metadata field ``caption`` (a string, or a list with one per image) when
 present, else the string literals of the figure's titles in its source (``suptitle(...)``,
 then ``set_title(...)``, ``title(...)`` or a ``title=...`` argument), else the heading of
 the section the cell stands in. tests/test_book_ext.py checks the extraction,
@@ -28,6 +28,8 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 MAX_PANEL_TITLES = 3
 CHAPTER = re.compile(r"第\s*(\d+)\s*章")
 HASHED = re.compile(r"[0-9a-f]{32,}")
+# Pages without a chapter number, by the start of their title, and their figures' letter.
+LETTERED = (("附录", "A"), ("综合项目", "C"), ("调试实验", "L"))
 
 
 def _literal(node: ast.AST | None) -> str | None:
@@ -93,11 +95,15 @@ def captions(source: str, metadata: dict[str, Any], images: int, heading: str) -
 
 def figure_prefix(title: str) -> str:
     """What comes between "图 " and a figure's number in a page titled ``title``: the
-    chapter's number and a dot ("4."), "A." in the appendix, nothing elsewhere."""
+    chapter's number and a dot ("4."), "A." in the appendix, "C." in the capstone and "L." in
+    the debugging lab (the letters of their self-tests), nothing elsewhere."""
     chapter = CHAPTER.search(title)
     if chapter:
         return f"{int(chapter.group(1))}."
-    return "A." if title.startswith("附录") else ""
+    for start, letter in LETTERED:
+        if title.startswith(start):
+            return f"{letter}."
+    return ""
 
 
 MATH = re.compile(r"\$([^$]+)\$")

@@ -5,10 +5,11 @@ search box's "Search this book...", the sidebar buttons' "Toggle primary sidebar
 gives others in Traditional wording ("列印成 PDF"). This extension replaces them where they
 are made: the search box's text is a theme option, the header buttons are a list in each
 page's template context (rewritten after the theme filled it in, with the ``translate``
-function their macros call), the two sidebar buttons and the colour-mode switch are
-templates, overridden in ``book/_templates/``, and the ARIA label of a folded cell is
-rewritten in the page's body. tests/test_book_ext.py checks
-the mapping, tests/test_book_html.py the built pages.
+function their macros call), the two sidebar buttons, the colour-mode switch and the
+footer's author, copyright and date lines (Chinese, no English full stop) are templates,
+overridden in ``book/_templates/``, and the ARIA label of a folded cell is rewritten in the
+page's body. tests/test_book_ext.py checks the mapping, tests/test_book_html.py the built
+pages.
 """
 
 from __future__ import annotations

@@ -145,18 +145,43 @@
     markZoomable();
   }
 
-  // Tables and display formulas wider than the column scroll sideways (book.css); this marks
-  // the ones that do, so a shadow and a line under them say so.
+  // Tables, printed outputs and formulas wider than the column scroll sideways (book.css);
+  // this marks the ones that do, so a shadow and a line under them say so. A table that
+  // Sphinx left without a scrolling box (a printed DataFrame) gets one first.
   var SCROLLERS = ".bd-article .pst-scrollable-table-container, .bd-article .table-wrapper," +
-    " .bd-article mjx-container[display='true'], .bd-article div.math";
+    " .bd-article .lk-table-scroll, .bd-article .cell_output pre," +
+    " .bd-article mjx-container[display='true'], .bd-article div.math," +
+    " .bd-article span.math.lk-wide-math";
+
+  function wrapBareTables() {
+    document.querySelectorAll(".bd-article table").forEach(function (table) {
+      var parent = table.parentElement;
+      if (parent.matches(".pst-scrollable-table-container, .table-wrapper, .lk-table-scroll")) {
+        return;
+      }
+      var box = document.createElement("div");
+      box.className = "lk-table-scroll";
+      parent.insertBefore(box, table);
+      box.appendChild(table);
+    });
+  }
 
   function markScrollers() {
+    // an inline formula wider than its span (the theme clips it there) scrolls instead
+    document.querySelectorAll(".bd-article span.math").forEach(function (span) {
+      var math = span.querySelector("mjx-math");
+      if (!math) return;
+      span.classList.toggle(
+        "lk-wide-math", math.getBoundingClientRect().width > span.clientWidth + 1
+      );
+    });
     document.querySelectorAll(SCROLLERS).forEach(function (box) {
       box.classList.toggle("lk-scrolls", box.scrollWidth > box.clientWidth + 1);
     });
   }
 
   function watchScrollers() {
+    wrapBareTables();
     window.addEventListener("resize", markScrollers);
     markScrollers();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
