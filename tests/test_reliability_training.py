@@ -51,11 +51,10 @@ def test_a_stride_zero_tensor_cannot_inflate_the_size_guard(
 def test_the_size_guard_counts_what_storages_hold() -> None:
     """Each storage once, at its real size: a stride-0 view of 10^8 values holds 4 bytes,
     and two views of one storage count once."""
-    from types import SimpleNamespace
-
+    from lecturekit.model.config import TransformerConfig
     from lecturekit.training._checkpoint_guards import check_size
 
-    config = SimpleNamespace(
+    config = TransformerConfig(
         d_model=64, d_ff=2**17, n_encoder_layers=1, n_decoder_layers=1,
         src_vocab_size=10, tgt_vocab_size=10, max_len=10,
     )  # fmt: skip
