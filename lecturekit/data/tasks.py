@@ -295,7 +295,8 @@ TASKS: dict[str, TaskSpec] = {
         ),
         TaskSpec(
             "translation",
-            "English-like (SVO, adjective before noun) -> Chinese-like (SOV, adjective after noun)",
+            "English-like (SVO, adjective before noun) -> Chinese words in SOV order, adjective after "
+            "noun (not Chinese word order)",
             _sample_sentence,
             lambda: WordVocab(_en_words),
             lambda: WordVocab(_zh_words),
