@@ -26,7 +26,6 @@ numbers, so the extra points do not change the training).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
@@ -41,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturekit._common import check_int, check_number
+from lecturekit.pretrained.building import _torch_threads
 
 __all__ = [
     "SentenceRecipe",
@@ -213,16 +213,6 @@ def _half_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
-@contextlib.contextmanager
-def _threads(threads: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     """The saved training state at ``path``, or a fresh one (step 0)."""
     from lecturekit.chapters.capstone_sentences import sentence_vocabs
@@ -325,7 +315,7 @@ def train_sentences(
     rng = random.Random(f"ime-valid:{recipe.seed}")
     valid = rng.sample(pairs["valid"], min(recipe.n_eval, len(pairs["valid"])))
     end = min(recipe.total_steps, max_steps or recipe.total_steps)
-    with _threads(threads):
+    with _torch_threads(threads):
         state = _start(recipe, pairs, path)
         n_batches = math.ceil(len(train) / recipe.batch_size)
         epoch, batches = -1, []
