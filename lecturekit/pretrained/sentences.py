@@ -220,11 +220,12 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
 
     if path.is_file():
         state = torch.load(path, weights_only=False)
-        if state["recipe"] != dataclasses.asdict(recipe):
+        if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
             raise ValueError(
                 f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
                 "delete it to train from scratch"
             )
+        state["recipe"] = dataclasses.asdict(recipe)  # the current budget and description
         vocabs = (Vocab.from_dict(state["src_vocab"]), Vocab.from_dict(state["tgt_vocab"]))
         model = make_sentence_model(recipe, *vocabs)
         model.load_state_dict(state["model"])
@@ -245,6 +246,13 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
         optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])  # dropout continues its stream
     return {**state, "model_obj": model, "optimizer_obj": optimizer, "vocabs": vocabs}
+
+
+def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
+    # what a saved state must share with the recipe to continue it: everything but the
+    # budget and the description (the schedule does not depend on total_steps, so a longer or
+    # shorter budget continues the same run)
+    return {k: v for k, v in recipe.items() if k not in ("total_steps", "description")}
 
 
 def _save_state(state: dict[str, Any], path: Path) -> None:
@@ -433,7 +441,7 @@ _register(
             "n_decoder_layers": 2,
             "tie_embeddings": True,
         },
-        total_steps=6000,
+        total_steps=4000,
         label_smoothing=0.1,
     )
 )
@@ -446,6 +454,6 @@ _register(
         ),
         kind="nat",
         model={**_MODEL, "d_model": 256, "d_ff": 768, "n_encoder_layers": 4, "n_decoder_layers": 1},
-        total_steps=6000,
+        total_steps=5000,
     )
 )
