@@ -59,6 +59,12 @@ if TYPE_CHECKING:
     from lecturekit.data.pinyin import syllable_vocab as syllable_vocab
     from lecturekit.data.pinyin import training_pairs as training_pairs
     from lecturekit.data.pinyin import word_pinyin as word_pinyin
+    from lecturekit.data.reading_check import READING_CHECK_FILE as READING_CHECK_FILE
+    from lecturekit.data.reading_check import CheckedReading as CheckedReading
+    from lecturekit.data.reading_check import ReadingNoise as ReadingNoise
+    from lecturekit.data.reading_check import checked_readings as checked_readings
+    from lecturekit.data.reading_check import reading_noise as reading_noise
+    from lecturekit.data.reading_check import stale_readings as stale_readings
     from lecturekit.data.sentences import SOURCES as SOURCES
     from lecturekit.data.sentences import Clause as Clause
     from lecturekit.data.sentences import SentenceCorpus as SentenceCorpus
