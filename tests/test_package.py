@@ -246,6 +246,13 @@ def test_wheel_builds_and_holds_the_package(tmp_path: Path) -> None:
         if "__pycache__" not in path.parts
     }
     assert on_disk <= names, sorted(on_disk - names)  # every module of every subpackage
+    data_files = {  # what the modules read at run time (package-data in pyproject.toml)
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "lecturekit").rglob("*")
+        if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts
+    }
+    assert "lecturekit/data/pinyin_reading_check.tsv" in data_files
+    assert data_files <= names, sorted(data_files - names)
     assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names), sorted(names)
     metadata = (
         zipfile.ZipFile(wheel)
