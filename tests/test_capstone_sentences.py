@@ -240,6 +240,26 @@ def test_a_changed_recipe_does_not_resume_an_old_state(tmp_path) -> None:
         )
 
 
+def test_a_new_budget_continues_the_saved_run(tmp_path) -> None:
+    # the schedule does not depend on total_steps: 2 steps, then a budget of 3, equal 3 steps
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    files = {"split": split, "threads": 1}
+    whole = ps.train_sentences(
+        recipe, state_file=tmp_path / "a.pt", out=tmp_path / "a-out.pt", **files
+    )
+    short = dataclasses.replace(recipe, total_steps=2, description="a shorter budget")
+    first = ps.train_sentences(
+        short, state_file=tmp_path / "b.pt", out=tmp_path / "b-out.pt", **files
+    )
+    assert first["finished"] and first["step"] == 2
+    second = ps.train_sentences(
+        recipe, state_file=tmp_path / "b.pt", out=tmp_path / "b-out.pt", **files
+    )
+    assert second["step"] == 3 and second["history"] == whole["history"]
+    saved = torch.load(tmp_path / "b.pt", weights_only=True)
+    assert saved["recipe"]["total_steps"] == 3  # the state records the budget it ran under
+
+
 def test_shipped_file_is_float16_and_loads_as_the_trained_model(tmp_path) -> None:
     recipe, split = _tiny_recipe("at"), _tiny_split()
     ps.train_sentences(

@@ -219,7 +219,7 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     from lecturekit.data.vocab import Vocab
 
     if path.is_file():
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, weights_only=True)
         if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
             raise ValueError(
                 f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
@@ -285,7 +285,7 @@ def _ship(recipe: SentenceRecipe, state: dict[str, Any], path: Path, threads: in
                 "finished": state["step"] >= recipe.total_steps,
                 "train_seconds": round(state["seconds"], 1),
                 "threads": threads,
-                "torch": torch.__version__,
+                "torch": str(torch.__version__),  # a plain str: loadable with weights_only
             },
         },
         path,
@@ -413,7 +413,7 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
             f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
             "(repeat until it reports finished)"
         )
-    saved = torch.load(path, weights_only=False)
+    saved = torch.load(path, weights_only=True)
     src_vocab, tgt_vocab = Vocab.from_dict(saved["src_vocab"]), Vocab.from_dict(saved["tgt_vocab"])
     model = make_sentence_model(recipe, src_vocab, tgt_vocab)
     model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
