@@ -12,6 +12,7 @@ from lecturekit._lazy import attach
 # Editors and type checkers read these imports; at run time each name is imported on first
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
+    from lecturekit.chapters import capstone_analysis as capstone_analysis
     from lecturekit.chapters import capstone_ngram as capstone_ngram
     from lecturekit.chapters import capstone_pinyin as capstone_pinyin
     from lecturekit.chapters import capstone_sentences as capstone_sentences
@@ -28,6 +29,16 @@ if TYPE_CHECKING:
     from lecturekit.chapters import ch07_memory as ch07_memory
     from lecturekit.chapters import ch08_paths as ch08_paths
     from lecturekit.chapters import lab_bugs as lab_bugs
+    from lecturekit.chapters.capstone_analysis import HomophoneContrast as HomophoneContrast
+    from lecturekit.chapters.capstone_analysis import HomophoneSite as HomophoneSite
+    from lecturekit.chapters.capstone_analysis import SyllableUnigram as SyllableUnigram
+    from lecturekit.chapters.capstone_analysis import (
+        attention_near_diagonal as attention_near_diagonal,
+    )
+    from lecturekit.chapters.capstone_analysis import candidate_bar_text as candidate_bar_text
+    from lecturekit.chapters.capstone_analysis import homophone_contrast as homophone_contrast
+    from lecturekit.chapters.capstone_analysis import homophones as homophones
+    from lecturekit.chapters.capstone_analysis import near_diagonal_chance as near_diagonal_chance
     from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
     from lecturekit.chapters.capstone_ngram import ClauseScores as ClauseScores
     from lecturekit.chapters.capstone_ngram import KneserNeyLM as KneserNeyLM

@@ -438,11 +438,17 @@ def next_char_steps(
 
 
 @torch.no_grad()
-def cross_attention(ime: TransformerIME, pinyin: str, text: str) -> torch.Tensor:
+def cross_attention(
+    ime: TransformerIME, pinyin: str, text: str, strict: bool = True
+) -> torch.Tensor:
     """Cross-attention weights ``(L, H, len(text) + 1, n_syllables)`` of every decoder layer
-    and head while the decoder writes ``text`` then EOS (teacher-forced on ``text``)."""
+    and head while the decoder writes ``text`` then EOS (teacher-forced on ``text``).
+
+    A character outside the model's output vocabulary raises ``ValueError``; with
+    ``strict=False`` it is fed as ``<unk>``, as the training batches fed it (the sentence
+    models leave their rarest characters out of the vocabulary)."""
     src = ime.encode([pinyin])
-    tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode(text, strict=True)]])
+    tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode(text, strict=strict)]])
     ime.model(src, tgt_in, need_weights=True)
     layers = ime.model.attention_weights["decoder_cross"]
     return torch.stack([w[0] for w in layers])

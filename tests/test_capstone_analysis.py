@@ -1,0 +1,206 @@
+"""The sentence IME's analyses: per-syllable unigram, homophone contrast, attention near the
+diagonal, the candidate bar and its widget."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from lecturekit.book.widgets import pinyin_input_box
+from lecturekit.chapters import capstone_analysis as ca
+from lecturekit.chapters.capstone_analysis import (
+    HomophoneSite,
+    SyllableUnigram,
+    attention_near_diagonal,
+    candidate_bar_text,
+    homophone_contrast,
+    homophones,
+    near_diagonal_chance,
+)
+from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR
+from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
+from lecturekit.chapters.capstone_sentences import ime_candidates, sentence_vocabs
+from lecturekit.data.sentences import MAX_CLAUSE
+from lecturekit.pretrained import sentences as ps
+
+PAIRS = [
+    ("shi shi shi", "是事实"),
+    ("shi jian", "时间"),
+    ("shi shi", "事实"),
+    ("jian shi", "见识"),
+    ("shi jian shi", "是见识"),
+    ("li shi", "历史"),
+]
+
+
+def test_homophones_counts_every_syllable_character_pair() -> None:
+    table = homophones(PAIRS)
+    assert table["shi"] == Counter({"是": 2, "事": 2, "实": 2, "时": 1, "识": 2, "史": 1})
+    assert table["jian"] == Counter({"间": 1, "见": 2}) and table["li"] == Counter({"历": 1})
+    assert sum(sum(c.values()) for c in table.values()) == sum(len(t) for _, t in PAIRS)
+    with pytest.raises(ValueError, match="one syllable per character"):
+        homophones([("shi", "是事")])
+
+
+def _brute_force(pinyin: str, table: dict[str, Counter[str]]) -> dict[str, float]:
+    # every clause the syllables allow, scored by the product of P(c | s)
+    options = [list(table[s].items()) for s in pinyin.split()]
+    scores: dict[str, float] = {}
+    for combo in itertools.product(*options):
+        p = math.prod(
+            n / sum(table[s].values()) for s, (_, n) in zip(pinyin.split(), combo, strict=True)
+        )
+        scores["".join(c for c, _ in combo)] = math.log(p)
+    return scores
+
+
+def test_syllable_unigram_gives_the_k_most_probable_clauses() -> None:
+    ime, table = SyllableUnigram(PAIRS), homophones(PAIRS)
+    for pinyin in ["shi shi", "shi jian shi", "li shi jian", "jian"]:
+        truth = _brute_force(pinyin, table)
+        for k in (1, 3, 7, 50):
+            got = ime.candidates([pinyin], k)[0]
+            assert len(got) == min(k, len(truth)) and len(set(got)) == len(got)
+            best = sorted(truth.values(), reverse=True)[: len(got)]
+            assert [truth[c] for c in got] == pytest.approx(best)
+    assert ime.candidates(["jian", "li"], 1) == [["见"], ["历"]]
+
+
+def test_syllable_unigram_writes_the_unknown_mark_for_unseen_syllables() -> None:
+    ime = SyllableUnigram(PAIRS)
+    assert ime.candidates(["li zzz jian"], 2) == [[f"历{UNKNOWN_CHAR}见", f"历{UNKNOWN_CHAR}间"]]
+    assert ime.candidates(["zzz"], 3) == [[UNKNOWN_CHAR]]
+    with pytest.raises(TypeError, match="pinyins must be a list"):
+        ime.candidates("shi", 1)
+    with pytest.raises(ValueError, match="k must be in"):
+        ime.candidates(["shi"], 0)
+    with pytest.raises(ValueError, match="pairs must hold"):
+        SyllableUnigram([])
+
+
+def test_homophone_contrast_sorts_positions_into_the_four_kinds() -> None:
+    pairs = [("shi jian", "时间"), ("li shi", "历史"), ("shi shi", "事实"), ("jian shi", "见识")]
+    table = homophones(PAIRS)  # shi: 6 characters, jian: 2, li: 1 (li is never compared)
+    a = ["时见", "历史", "事实", "见"]  # the last is a character short: skipped
+    b = ["是间", "历是", "事实", "见识"]
+    out = homophone_contrast(pairs, a, b, table)
+    # compared: 时间 (shi: A, jian: B), 历史 (shi: A), 事实 (both right, twice)
+    assert (out.positions, out.both_right) == (5, 2)
+    assert [(s.clause, s.position) for s in out.a_only] == [(0, 0), (1, 1)]
+    assert [(s.clause, s.position) for s in out.b_only] == [(0, 1)]
+    assert out.both_wrong == []
+    assert (out.skipped_clauses, out.skipped_positions) == (1, 2)
+    assert out.positions == out.both_right + len(out.a_only) + len(out.b_only)
+    assert out.a_only[1].line("Transformer", "HMM") == "历【史】 (shi)  Transformer 史 · HMM 是"
+    wrong = homophone_contrast([("jian", "见")], ["间"], ["间"], table)
+    assert wrong.both_wrong == [HomophoneSite(0, 0, "jian", "见", "间", "间")]
+    # with min_chars=3 only shi counts
+    assert homophone_contrast(pairs, a, b, table, min_chars=3).positions == 4
+    with pytest.raises(ValueError, match="answers_b must be a list of 4"):
+        homophone_contrast(pairs, a, b[:3], table)
+
+
+def _tiny_at(seed: int = 1) -> tuple[torch.nn.Module, object, object]:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    base = ps.SENTENCE_RECIPES["ime-sentences-at"]
+    recipe = dataclasses.replace(
+        base,
+        seed=seed,
+        model={**base.model, "d_model": 16, "d_ff": 32, "n_heads": 2, "dropout": 0.0},
+    )
+    return ps.make_sentence_model(recipe, *vocabs).eval(), *vocabs
+
+
+def test_attention_near_diagonal_matches_a_brute_force_count() -> None:
+    model, src_vocab, tgt_vocab = _tiny_at()
+    ime = TransformerIME(model, src_vocab, tgt_vocab)
+    pairs = [*PAIRS[:4], ("shi li", "是梨")]  # 梨 is not in the vocabulary: fed as <unk>
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        cross_attention(ime, "shi li", "是梨")
+    for width in (0, 1):
+        got = attention_near_diagonal(ime, pairs, width)
+        per_layer = [attention_near_diagonal(ime, pairs, width, layer=i) for i in range(2)]
+        expected, layer_expected = [], []
+        for pinyin, text in pairs:
+            src = torch.tensor([[src_vocab.stoi[s] for s in pinyin.split()]])
+            tgt = torch.tensor([[tgt_vocab.bos_id, *tgt_vocab.encode(text)]])
+            model(src, tgt, need_weights=True)
+            layers = model.attention_weights["decoder_cross"]  # L x (1, H, T, S)
+            n, shares = len(text), []
+            for w in layers:
+                cells = [
+                    float(w[0, h, t, s])
+                    for h in range(w.size(1))
+                    for t in range(n)
+                    for s in range(n)
+                    if abs(s - t) <= width
+                ]
+                shares.append(sum(cells) / (w.size(1) * n))
+            expected.append(sum(shares) / len(shares))
+            layer_expected.append(shares)
+        assert got.shape == (len(pairs),)
+        assert got.tolist() == pytest.approx(expected, abs=1e-6)
+        for i in range(2):
+            assert per_layer[i].tolist() == pytest.approx([e[i] for e in layer_expected], abs=1e-6)
+    assert attention_near_diagonal(ime, pairs, width=5).tolist() == pytest.approx([1.0] * 5)
+    with pytest.raises(ValueError, match="layer must be in"):
+        attention_near_diagonal(ime, pairs, layer=2)
+
+
+def test_attention_near_diagonal_of_constructed_attention(monkeypatch) -> None:
+    model, src_vocab, tgt_vocab = _tiny_at()
+    ime = TransformerIME(model, src_vocab, tgt_vocab)
+    pairs = [("shi jian shi", "是见识"), ("li shi", "历史")]
+
+    def diagonal(ime, pinyin, text, strict=True):  # every row on its own syllable; EOS on s=0
+        n = len(pinyin.split())
+        w = torch.zeros(2, 2, n + 1, n)
+        w[:, :, torch.arange(n), torch.arange(n)] = 1.0
+        w[:, :, n, 0] = 1.0
+        return w
+
+    def uniform(ime, pinyin, text, strict=True):
+        n = len(pinyin.split())
+        return torch.full((2, 2, n + 1, n), 1.0 / n)
+
+    monkeypatch.setattr(ca, "cross_attention", diagonal)
+    assert attention_near_diagonal(ime, pairs).tolist() == [1.0, 1.0]
+    monkeypatch.setattr(ca, "cross_attention", uniform)
+    for width in (0, 1, 2):
+        chance = near_diagonal_chance(pairs, width)
+        assert attention_near_diagonal(ime, pairs, width).tolist() == pytest.approx(chance.tolist())
+    # by hand: 1/S at width 0; at width 1, (3S - 2) / S^2 band cells over S rows of S
+    assert near_diagonal_chance(pairs).tolist() == pytest.approx([1 / 3, 1 / 2])
+    assert near_diagonal_chance(pairs, 1).tolist() == pytest.approx([7 / 9, 1.0])
+
+
+def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
+    model, src_vocab, tgt_vocab = _tiny_at()
+    found = ime_candidates(model, src_vocab, tgt_vocab, "shi jian", k=3)
+    bar = candidate_bar_text(model, src_vocab, tgt_vocab, "shijian", k=3)
+    assert bar == "  ".join(f"{i}. {c}" for i, (c, _) in enumerate(found, 1))
+    longest = MAX_CLAUSE  # the longest training clause
+    assert candidate_bar_text(model, src_vocab, tgt_vocab, "shi" * longest, k=1).startswith("1. ")
+    with pytest.raises(ValueError, match="at most 30 syllables"):
+        candidate_bar_text(model, src_vocab, tgt_vocab, "shi" * (longest + 1))
+    with pytest.raises(ValueError, match="cannot be split"):
+        candidate_bar_text(model, src_vocab, tgt_vocab, "shiq")
+    with pytest.raises(ValueError, match="at least one pinyin syllable"):
+        candidate_bar_text(model, src_vocab, tgt_vocab, " ")
+
+
+def test_pinyin_input_box_follows_the_text_and_shows_errors() -> None:
+    model, src_vocab, tgt_vocab = _tiny_at()
+    box = pinyin_input_box(model, src_vocab, tgt_vocab, k=2)
+    assert "输入拼音" in box.output.value
+    box.controls["pinyin"].value = "shijian"
+    assert candidate_bar_text(model, src_vocab, tgt_vocab, "shijian", k=2) in box.output.value
+    box.controls["pinyin"].value = "shiq"
+    assert "cannot be split" in box.output.value and "1." not in box.output.value
+    box.controls["pinyin"].value = "shi" * 40
+    assert "at most 30 syllables" in box.output.value
