@@ -309,6 +309,7 @@ def test_ime_candidates_beam_five_on_twelve_syllables_with_and_without_the_cache
     cached = ime_candidates(model, *vocabs, typed, k=5)
     plain = ime_candidates(model, *vocabs, " ".join(split_syllables(typed)), k=5, use_cache=False)
     assert len(split_syllables(typed)) == 12 and len(cached) == 5
+    assert all(len(c) == 12 for c, _ in cached)  # one character per syllable, exactly
     assert [c for c, _ in cached] == [c for c, _ in plain]
     assert [s for _, s in cached] == pytest.approx([s for _, s in plain], abs=1e-4)
     assert [s for _, s in cached] == sorted((s for _, s in cached), reverse=True)
@@ -324,3 +325,23 @@ def test_max_minutes_stops_a_piece_and_saves_the_state(tmp_path) -> None:
     assert ps.train_sentences(recipe, threads=1, **files)["step"] == 3
     with pytest.raises(ValueError, match="max_minutes"):
         ps.train_sentences(recipe, max_minutes=0, threads=1, **files)
+
+
+def test_transformer_ime_with_exact_length_writes_one_character_per_syllable() -> None:
+    from lecturekit.chapters.capstone_pinyin import TransformerIME
+    from lecturekit.decoding import beam_search
+
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    model = ps.make_sentence_model(_tiny_recipe("at"), *vocabs).eval()  # untrained: any length
+    inputs = [p for p, _ in PAIRS]
+    free = TransformerIME(model, *vocabs, beam_size=3)
+    exact = TransformerIME(model, *vocabs, beam_size=3, exact_length=True)
+    rows = free.candidates(inputs, 3)
+    assert any(len(c) != len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row)
+    for pinyin, row in zip(inputs, exact.scored_candidates(inputs, 3), strict=True):
+        n = len(pinyin.split())
+        assert all(len(c) == n for c, _ in row)
+        reference = beam_search(model, exact.encode([pinyin]), 3, n, min_len=n, n_best=3)
+        assert [c for c, _ in row] == [vocabs[1].decode(h.tokens) for h in reference.hypotheses[0]]
+    with pytest.raises(TypeError, match="exact_length"):
+        TransformerIME(model, *vocabs, exact_length=1)

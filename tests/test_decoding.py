@@ -369,3 +369,41 @@ def test_sequence_log_prob_rejects_ids_outside_the_vocabulary(sharp_model) -> No
     model, src = sharp_model
     with pytest.raises(ValueError, match=r"tokens must be ids in \[0, 6\), got 6"):
         sequence_log_prob(model, src[:1], [3, 6])
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("min_len", [1, 2, 3])
+def test_min_len_forbids_an_early_eos_as_brute_force_does(seed: int, min_len: int) -> None:
+    # brute force over every output, minus those whose EOS is one of the first min_len tokens
+    max_len = 3
+    table = random_table(seed, max_len)
+    dec = TableDecoder(table)
+    allowed = [
+        (score, text)
+        for score, text in brute_force(table, max_len)
+        if not text.endswith("$") or len(text) > min_len
+    ]
+    wide = beam_search(dec, None, 64, max_len, min_len=min_len, n_best=3).hypotheses[0]
+    assert [as_text(dec, h) for h in wide] == [text for _, text in allowed[:3]]
+    for hyp, (score, _) in zip(wide, allowed, strict=False):
+        assert hyp.score == pytest.approx(score, abs=1e-9)
+    one = beam_search(dec, None, 1, max_len, min_len=min_len).hypotheses[0][0]
+    greedy_out = greedy(dec, None, max_len, min_len=min_len)
+    assert one.tokens == [t for t in greedy_out.tokens[0].tolist() if t != dec.pad_id]
+    assert greedy_out.scores[0].item() == pytest.approx(one.log_prob, abs=1e-9)
+    assert dec.eos_id not in greedy_out.tokens[0, :min_len].tolist()
+
+
+def test_min_len_equal_to_max_len_gives_exactly_that_many_tokens(tiny_model) -> None:
+    src = torch.randint(4, tiny_model.config.src_vocab_size, (3, 5))
+    eos = tiny_model.config.eos_id
+    out = greedy(tiny_model, src, 4, min_len=4)
+    assert out.tokens.shape == (3, 4) and not bool((out.tokens == eos).any())
+    beams = beam_search(tiny_model, src, 3, 4, min_len=4, n_best=3)
+    for hyps in beams.hypotheses:
+        assert all(len(h.tokens) == 4 and not h.finished for h in hyps)
+        assert all(eos not in h.tokens for h in hyps)
+    with pytest.raises(ValueError, match=r"min_len must be in \[0, 4\]"):
+        greedy(tiny_model, src, 4, min_len=5)
+    with pytest.raises(ValueError, match=r"min_len must be in \[0, 4\]"):
+        beam_search(tiny_model, src, 2, 4, min_len=5)

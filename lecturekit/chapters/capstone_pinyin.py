@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from lecturekit._common import check_bool
 from lecturekit.data.pinyin import Word
 from lecturekit.decoding import beam_search, greedy
 from lecturekit.exercises.specs import display_width
@@ -243,14 +244,24 @@ class TransformerIME:
 
     ``beam_size = 1`` decodes greedily (one candidate); otherwise beam search returns up to
     ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
-    ``batch_size``.
+    ``batch_size``. ``exact_length`` writes exactly one character per syllable (EOS is not
+    allowed earlier, and nothing follows the last syllable's character): an input method knows
+    the length of its answer; by default the model decides it (up to one per syllable).
     """
 
     def __init__(
-        self, model: torch.nn.Module, src_vocab: Any, tgt_vocab: Any, beam_size: int = 5
+        self,
+        model: torch.nn.Module,
+        src_vocab: Any,
+        tgt_vocab: Any,
+        beam_size: int = 5,
+        *,
+        exact_length: bool = False,
     ) -> None:
         _check_k(beam_size)
+        check_bool("exact_length", exact_length)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.exact_length = exact_length
         self.beam_size = beam_size
         self.max_candidates = beam_size
         self.name = "Transformer 贪心" if beam_size == 1 else f"Transformer 束宽 {beam_size}"
@@ -282,7 +293,8 @@ class TransformerIME:
         """For each input, up to ``k`` (word, probability) pairs, most probable first.
 
         Inputs are decoded in batches of equal length (no padding), each for at most one
-        character per syllable plus EOS, so an input's answer does not depend on the others.
+        character per syllable plus EOS (exactly one per syllable with ``exact_length``), so
+        an input's answer does not depend on the others.
         """
         _check_k(k, self.max_candidates)
         pinyins = _check_pinyins(pinyins)
@@ -294,19 +306,26 @@ class TransformerIME:
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start : start + self.batch_size]
                 src = self.encode([pinyins[i] for i in chunk])  # (B, length)
-                for i, row in zip(chunk, self._decode(src, length + 1, k), strict=True):
+                decoded = (
+                    self._decode(src, length, k, min_len=length)
+                    if self.exact_length
+                    else self._decode(src, length + 1, k)
+                )
+                for i, row in zip(chunk, decoded, strict=True):
                     out[i] = row
         return out
 
-    def _decode(self, src: torch.Tensor, max_len: int, k: int) -> list[list[tuple[str, float]]]:
+    def _decode(
+        self, src: torch.Tensor, max_len: int, k: int, min_len: int = 0
+    ) -> list[list[tuple[str, float]]]:
         """Decode ``src (B, S)``: per row up to ``k`` (word, probability) pairs."""
         if self.beam_size == 1:
-            out = greedy(self.model, src, max_len)  # tokens (B, T), scores (B,) log P
+            out = greedy(self.model, src, max_len, min_len=min_len)  # (B, T), (B,) log P
             return [
                 [(self.tgt_vocab.decode(row), math.exp(lp))]
                 for row, lp in zip(out.tokens.tolist(), out.scores.tolist(), strict=True)
             ]
-        out = beam_search(self.model, src, self.beam_size, max_len, n_best=k)
+        out = beam_search(self.model, src, self.beam_size, max_len, min_len=min_len, n_best=k)
         return [
             [(self.tgt_vocab.decode(h.tokens), math.exp(h.log_prob)) for h in hyps]
             for hyps in out.hypotheses

@@ -247,8 +247,8 @@ def ime_candidates(
 ) -> list[tuple[str, float]]:
     """What the input method shows for typed pinyin ``text`` (spaced or not: it goes through
     :func:`split_syllables`): up to ``k`` ``(clause, log P)`` pairs, best first, from beam
-    search of width ``k`` with the encoder-decoder ``model`` (for at most one character per
-    syllable plus EOS). ``use_cache`` keeps the decoder's keys and values between steps
+    search of width ``k`` with the encoder-decoder ``model``, exactly one character per
+    syllable (``min_len = max_len``: the length of the answer is known). ``use_cache`` keeps the decoder's keys and values between steps
     (chapter 6), so a step costs one new position instead of the whole prefix.
     """
     check_int("k", k, 1)
@@ -259,7 +259,8 @@ def ime_candidates(
     was_training = model.training
     model.eval()
     try:
-        out = beam_search(model, src, k, len(syllables) + 1, n_best=k, use_cache=use_cache)
+        n = len(syllables)
+        out = beam_search(model, src, k, n, min_len=n, n_best=k, use_cache=use_cache)
     finally:
         model.train(was_training)
     return [(tgt_vocab.decode(h.tokens), float(h.log_prob)) for h in out.hypotheses[0]]

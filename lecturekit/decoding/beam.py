@@ -263,6 +263,7 @@ def beam_search(
     beam_size: int,
     max_len: int,
     *,
+    min_len: int = 0,
     length_penalty: float = 0.0,
     n_best: int = 1,
     src_key_padding_mask: Tensor | None = None,
@@ -286,7 +287,7 @@ def beam_search(
     state per step, whatever the number of sources.
 
     Args:
-        model, src, max_len, src_key_padding_mask, use_cache: as in
+        model, src, max_len, min_len, src_key_padding_mask, use_cache: as in
             :func:`lecturekit.decoding.search.greedy`.
         beam_size: number of prefixes kept per source (k >= 1).
         length_penalty: GNMT ``alpha`` in ``[0, 10]`` (0 = rank by plain log-probability).
@@ -300,6 +301,7 @@ def beam_search(
         lists the prefixes kept after step ``t + 1``.
     """
     check_int("max_len", max_len, minimum=1)
+    check_int("min_len", min_len, 0, max_len)
     check_int("beam_size", beam_size, minimum=1)
     check_int("n_best", n_best, 1, beam_size)
     check_number("length_penalty", length_penalty, 0.0, MAX_LENGTH_PENALTY)
@@ -318,9 +320,9 @@ def beam_search(
         tokens = torch.full((batch * k,), dec.bos_id, dtype=torch.long, device=device)
         for t in range(1, max_len + 1):
             log_probs, state = dec.step(tokens, state)
-            log_probs = forbid_specials(log_probs, dec, torch.float64).view(
-                batch, k, dec.vocab_size
-            )
+            log_probs = forbid_specials(
+                log_probs, dec, torch.float64, forbid_eos=t <= min_len
+            ).view(batch, k, dec.vocab_size)
             was_done = beams.done.tolist() if trace else []
             rows, tokens = _advance(beams, log_probs, t, dec.eos_id, dec.pad_id, alpha)
             _update_done(beams, t, max_len, alpha)

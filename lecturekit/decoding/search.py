@@ -72,14 +72,21 @@ class Decoded:
 
 
 def forbid_specials(
-    log_probs: Tensor, dec: IncrementalDecoder, dtype: torch.dtype | None = None
+    log_probs: Tensor,
+    dec: IncrementalDecoder,
+    dtype: torch.dtype | None = None,
+    *,
+    forbid_eos: bool = False,
 ) -> Tensor:
     """A copy of ``log_probs (N, V)`` with PAD and BOS set to ``-inf`` (never generated),
-    converted to ``dtype`` on the way (one copy, not two)."""
+    and EOS too when ``forbid_eos`` (before ``min_len``), converted to ``dtype`` on the way
+    (one copy, not two)."""
     log_probs = log_probs.to(dtype or log_probs.dtype, copy=True)
     log_probs[:, dec.pad_id] = -math.inf
     if dec.bos_id != dec.eos_id:
         log_probs[:, dec.bos_id] = -math.inf
+    if forbid_eos:
+        log_probs[:, dec.eos_id] = -math.inf
     return log_probs
 
 
@@ -142,6 +149,7 @@ def greedy(
     src: Any,
     max_len: int,
     *,
+    min_len: int = 0,
     src_key_padding_mask: Tensor | None = None,
     use_cache: bool = True,
 ) -> Decoded:
@@ -154,6 +162,10 @@ def greedy(
         max_len: maximum number of generated tokens (EOS included), at most
             ``MAX_DECODE_LEN`` (62,832) and small enough for the KV cache to fit in the
             device's memory (see :func:`check_max_len`).
+        min_len: EOS is not allowed as any of the first ``min_len`` tokens (0 to
+            ``max_len``). When the output length is known (an input method writes one
+            character per syllable), ``min_len = max_len = n`` gives exactly ``n`` tokens, no
+            EOS, and ``scores`` are then ``log P`` of those tokens without the EOS term.
         src_key_padding_mask: ``(B, S)`` bool, True = padding; derived from ``pad_id`` when
             omitted.
         use_cache: decode with the KV cache (True) or recompute the prefix each step.
@@ -163,11 +175,14 @@ def greedy(
         log-probability.
     """
     check_int("max_len", max_len, minimum=1)
+    check_int("min_len", min_len, 0, max_len)
 
     def most_probable(log_probs: Tensor) -> Tensor:
         return log_probs.argmax(dim=-1)
 
-    return _token_by_token(model, src, max_len, most_probable, src_key_padding_mask, use_cache)
+    return _token_by_token(
+        model, src, max_len, most_probable, src_key_padding_mask, use_cache, min_len
+    )
 
 
 def _token_by_token(
@@ -177,8 +192,10 @@ def _token_by_token(
     choose: Callable[[Tensor], Tensor],
     src_key_padding_mask: Tensor | None,
     use_cache: bool,
+    min_len: int = 0,
 ) -> Decoded:
-    """The loop greedy and sampling share: ``choose`` maps log-probs ``(B, V)`` to ``(B,)``.
+    """The loop greedy and sampling share: ``choose`` maps log-probs ``(B, V)`` to ``(B,)``;
+    EOS is not allowed as one of the first ``min_len`` tokens.
 
     Finished rows get ``pad_id`` and stop adding to their score; stops when every row has
     produced EOS or after ``max_len`` tokens.
@@ -193,9 +210,9 @@ def _token_by_token(
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         scores = torch.zeros(batch, dtype=torch.float64, device=device)
         out = []
-        for _ in range(max_len):
+        for t in range(1, max_len + 1):
             log_probs, state = dec.step(tokens, state)
-            log_probs = forbid_specials(log_probs, dec)
+            log_probs = forbid_specials(log_probs, dec, forbid_eos=t <= min_len)
             chosen = choose(log_probs)
             gained = log_probs.gather(1, chosen[:, None]).squeeze(1).double()
             scores += torch.where(done, torch.zeros_like(gained), gained)
