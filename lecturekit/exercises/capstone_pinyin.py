@@ -167,8 +167,8 @@ register(
         title="候选栏的 top-k 完全匹配率",
         prompt=(
             "实现 top_k_accuracy(candidates, references, k)：candidates[i] 是第 i 个输入的候选"
-            "列表（最好的在前，可能少于 k 个，也可能为空），references[i] 是正确的词。返回正确"
-            "词出现在前 k 个候选里的输入所占的比例（一个 float）。"
+            "列表（最好的在前，可能少于 k 个，也可能为空），references[i] 是正确的输出（一个词"
+            "或一个分句）。返回正确输出出现在前 k 个候选里的输入所占的比例（一个 float）。"
         ),
         hint="只看每个列表的前 k 个候选；候选不足 k 个的列表照样参加，分母是输入的个数。",
         explanation=(
