@@ -5,22 +5,24 @@ Whole clauses of toneless pinyin -> characters on the People's Daily test split
 the same run by :func:`lecturekit.chapters.capstone_ngram.evaluate_clauses` (CER, exact match,
 top-5 match with 95 % bootstrap intervals, ms per clause):
 
+- the per-syllable unigram (each syllable's most frequent character);
 - the bigram and trigram HMMs (Kneser-Ney, discount chosen on ``--valid-n`` validation
   clauses, as ``benchmarks/ngram_ime.py`` does) and Pinyin2Hanzi's HMM (``--no-p2h`` skips it);
 - ``ime-sentences-at``: the encoder-decoder Transformer, beam search (``--beam``, default 5,
-  KV cache) and greedy;
+  KV cache) and greedy, both writing exactly one character per syllable;
 - ``ime-sentences-nat``: the non-autoregressive tagger (argmax; top-5 by exact k-best).
 
 The models are whatever checkpoint exists (``python -m lecturekit.pretrained build
 ime-sentences-at --max-minutes 30``, repeated until finished); the header says how many steps
-each has had. Last, the latency of the input method: the median wall time of beam search
+each has had. Then the same systems on ``--ood-n`` review clauses (out of domain, a seeded
+sample). Last, the latency of the input method: the median wall time of beam search
 (``--beam``) on one 12-syllable clause at a time (``--latency-n`` test clauses, one thread).
 
 Last lines: ``RESULT pinyin_cer`` (Transformer, beam), ``pinyin_cer_bigram``,
 ``pinyin_cer_best_ngram`` (the better of bigram and trigram), ``pinyin_cer_p2h``,
 ``pinyin_cer_nat`` and ``pinyin_latency_ms``.
 
-    python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--beam 5] [--no-p2h]
+    python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--ood-n 1000] [--beam 5] [--no-p2h]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import time
 import torch
 from ngram_ime import pairs_of, tune
 
+from lecturekit.chapters.capstone_analysis import SyllableUnigram
 from lecturekit.chapters.capstone_ngram import evaluate_clauses
 from lecturekit.chapters.capstone_pinyin import HmmBaseline, TransformerIME
 from lecturekit.chapters.capstone_sentences import TaggerIME, ime_candidates
@@ -78,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=None, help="test clauses (default: all)")
     parser.add_argument("--valid-n", type=int, default=1000, help="clauses to tune n-grams")
+    parser.add_argument("--ood-n", type=int, default=1000, help="review clauses (0: none)")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--latency-n", type=int, default=100)
     parser.add_argument("--no-p2h", action="store_true")
@@ -93,13 +97,18 @@ def main() -> None:
     bigram = tune(train, valid, 2, discounts, None)
     trigram = tune(train, valid, 3, discounts, 32)
     at, nat = models["ime-sentences-at"], models["ime-sentences-nat"]
-    beam = TransformerIME(at.model, at.src_vocab, at.tgt_vocab, beam_size=args.beam)
+    beam = TransformerIME(
+        at.model, at.src_vocab, at.tgt_vocab, beam_size=args.beam, exact_length=True
+    )
     systems = {
+        "unigram": SyllableUnigram(train),
         "bigram": bigram,
         "trigram": trigram,
         **({} if args.no_p2h else {"p2h": HmmBaseline()}),
         "at_beam": beam,
-        "at_greedy": TransformerIME(at.model, at.src_vocab, at.tgt_vocab, beam_size=1),
+        "at_greedy": TransformerIME(
+            at.model, at.src_vocab, at.tgt_vocab, beam_size=1, exact_length=True
+        ),
         "nat": TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab),
     }
     print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
@@ -109,6 +118,12 @@ def main() -> None:
         scores = evaluate_clauses(system.candidates, test, k=k)
         print(scores.row(tag), flush=True)
         cer[tag] = scores.cer[0]
+    if args.ood_n:
+        ood = pairs_of(random.Random("ood").sample(split.ood, min(args.ood_n, len(split.ood))))
+        print(f"\nout of domain ({len(ood)} review clauses): same columns")
+        for tag, system in systems.items():
+            k = min(5, getattr(system, "max_candidates", 5))
+            print(evaluate_clauses(system.candidates, ood, k=k).row(tag), flush=True)
     latency = latency_ms(at, pairs_of(split.test), args.latency_n, args.beam)
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(f"RESULT pinyin_cer {cer['at_beam']:.4f}")
