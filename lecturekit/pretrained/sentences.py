@@ -441,7 +441,7 @@ _register(
             "n_decoder_layers": 2,
             "tie_embeddings": True,
         },
-        total_steps=4200,
+        total_steps=3700,
         label_smoothing=0.1,
     )
 )
@@ -454,6 +454,6 @@ _register(
         ),
         kind="nat",
         model={**_MODEL, "d_model": 256, "d_ff": 768, "n_encoder_layers": 4, "n_decoder_layers": 1},
-        total_steps=5800,
+        total_steps=5000,
     )
 )
