@@ -273,9 +273,11 @@ def _save_state(state: dict[str, Any], path: Path) -> None:
 
 
 def _ship(recipe: SentenceRecipe, state: dict[str, Any], path: Path, threads: int) -> None:
+    from lecturekit.pretrained.rnn import _save_payload
+
     model = state["model_obj"]
     src_vocab, tgt_vocab = state["vocabs"]
-    _atomic_save(
+    _save_payload(  # atomic, with the SHA-256 checksum every shipped file carries
         {
             "recipe": dataclasses.asdict(recipe),
             "config": model.config.to_dict(),
@@ -416,7 +418,15 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
             f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
             "(repeat until it reports finished)"
         )
+    from lecturekit.training.checkpoint import _checksum
+
     saved = torch.load(path, weights_only=True)
+    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
+        raise ValueError(
+            f"{path} fails its checksum (or has none): the file was damaged after it was "
+            f"written; reinstall lecturekit or rebuild it with "
+            f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30`"
+        )
     src_vocab, tgt_vocab = Vocab.from_dict(saved["src_vocab"]), Vocab.from_dict(saved["tgt_vocab"])
     model = make_sentence_model(recipe, src_vocab, tgt_vocab)
     model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
