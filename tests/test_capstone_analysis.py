@@ -204,3 +204,50 @@ def test_pinyin_input_box_follows_the_text_and_shows_errors() -> None:
     assert "cannot be split" in box.output.value and "1." not in box.output.value
     box.controls["pinyin"].value = "shi" * 40
     assert "at most 30 syllables" in box.output.value
+
+
+def _loop_paired(a, b, n, groups, n_resamples, seed, level):
+    """Reference: draw group indices like the function, then add clause by clause."""
+    import numpy as np
+
+    names = sorted(set(groups))
+    members = {g: [i for i, h in enumerate(groups) if h == g] for g in names}
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for draw in rng.integers(0, len(names), size=(n_resamples, len(names))):
+        rows = [i for j in draw for i in members[names[j]]]
+        diffs.append(sum(a[i] - b[i] for i in rows) / sum(n[i] for i in rows))
+    tail = (1 - level) / 2 * 100
+    return np.percentile(diffs, [tail, 100 - tail])
+
+
+def test_paired_cer_difference_matches_a_loop_and_pairs_the_clauses():
+    import numpy as np
+
+    from lecturekit.chapters.capstone_analysis import paired_cer_difference
+
+    rng = np.random.default_rng(1)
+    n = rng.integers(4, 20, size=40)
+    a = rng.binomial(n, 0.2)
+    b = rng.binomial(n, 0.1)
+    est, low, high = paired_cer_difference(a, b, n, n_resamples=200, seed=3)
+    assert est == pytest.approx(a.sum() / n.sum() - b.sum() / n.sum())
+    ref = _loop_paired(a, b, n, list(range(40)), 200, 3, 0.95)
+    assert (low, high) == pytest.approx(tuple(ref))
+    groups = [f"block{i // 5}" for i in range(40)]
+    est_g, low_g, high_g = paired_cer_difference(a, b, n, groups=groups, n_resamples=200)
+    assert est_g == pytest.approx(est)
+    assert (low_g, high_g) == pytest.approx(tuple(_loop_paired(a, b, n, groups, 200, 0, 0.95)))
+    # paired: a system against itself differs by exactly zero in every draw
+    assert paired_cer_difference(a, a, n) == (0.0, 0.0, 0.0)
+
+
+def test_paired_cer_difference_rejects_bad_input():
+    from lecturekit.chapters.capstone_analysis import paired_cer_difference
+
+    with pytest.raises(ValueError, match="equal non-empty"):
+        paired_cer_difference([1, 2], [1], [3, 3])
+    with pytest.raises(ValueError, match="one id per clause"):
+        paired_cer_difference([1, 2], [1, 0], [3, 3], groups=[0])
+    with pytest.raises(ValueError, match="level"):
+        paired_cer_difference([1], [0], [3], level=1.0)

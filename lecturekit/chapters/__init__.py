@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_analysis import homophone_contrast as homophone_contrast
     from lecturekit.chapters.capstone_analysis import homophones as homophones
     from lecturekit.chapters.capstone_analysis import near_diagonal_chance as near_diagonal_chance
+    from lecturekit.chapters.capstone_analysis import paired_cer_difference as paired_cer_difference
     from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
     from lecturekit.chapters.capstone_ngram import ClauseScores as ClauseScores
     from lecturekit.chapters.capstone_ngram import KneserNeyLM as KneserNeyLM

@@ -8,7 +8,9 @@
 - :func:`attention_near_diagonal`: how much of the decoder's cross-attention falls on the
   syllable a character is written for (or its neighbours), and
   :func:`near_diagonal_chance`, the same measure for uniform attention;
-- :func:`candidate_bar_text`: the input method's candidate bar for typed pinyin as one line.
+- :func:`candidate_bar_text`: the input method's candidate bar for typed pinyin as one line;
+- :func:`paired_cer_difference`: the CER difference of two systems on the same clauses with a
+  paired (optionally cluster) bootstrap interval.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_type
+from lecturekit._common import check_int, check_number, check_type
 from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR
 from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
 from lecturekit.chapters.capstone_sentences import (
@@ -43,6 +46,7 @@ __all__ = [
     "attention_near_diagonal",
     "near_diagonal_chance",
     "candidate_bar_text",
+    "paired_cer_difference",
 ]
 
 
@@ -293,3 +297,50 @@ def candidate_bar_text(
     syllables = _typed_syllables(src_vocab, typed)
     found = ime_candidates(model, src_vocab, tgt_vocab, " ".join(syllables), k=k)
     return "  ".join(f"{i}. {clause}" for i, (clause, _) in enumerate(found, 1))
+
+
+def paired_cer_difference(
+    edits_a: Sequence[float],
+    edits_b: Sequence[float],
+    chars: Sequence[float],
+    *,
+    groups: Sequence[object] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """``(difference, low, high)``: CER of system a minus CER of system b on the same clauses.
+
+    ``edits_a``, ``edits_b`` and ``chars`` are per clause, shape ``(N,)`` (as from
+    :func:`~lecturekit.chapters.capstone_ngram.sentence_scores`). The interval is a percentile
+    bootstrap that draws the *same* clauses for both systems (paired), ``n_resamples`` times
+    with ``numpy.random.default_rng(seed)``. With ``groups`` (one id per clause, e.g. the block
+    a clause came from) it draws whole groups with replacement (cluster bootstrap), so the
+    interval also covers the variation from group to group.
+    """
+    check_int("n_resamples", n_resamples, 1)
+    check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
+    a, b, n = (np.asarray(x, dtype=float) for x in (edits_a, edits_b, chars))
+    if a.ndim != 1 or not a.shape == b.shape == n.shape or len(a) == 0:
+        raise ValueError(
+            f"edits_a, edits_b and chars must be equal non-empty 1-d arrays, got shapes "
+            f"{a.shape}, {b.shape} and {n.shape}"
+        )
+    if groups is None:
+        ids = np.arange(len(a))
+    else:
+        if len(groups) != len(a):
+            raise ValueError(
+                f"groups must have one id per clause ({len(a)}), got {len(groups)}: "
+                f"pass e.g. [clause.line // split.block_lines for clause in clauses]"
+            )
+        ids = np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1)
+    # per-group sums (G, 3): a cluster draw adds up whole groups
+    sums = np.zeros((ids.max() + 1, 3))
+    np.add.at(sums, ids, np.stack([a, b, n], axis=1))
+    rng = np.random.default_rng(seed)
+    draws = sums[rng.integers(0, len(sums), size=(n_resamples, len(sums)))].sum(axis=1)
+    diffs = (draws[:, 0] - draws[:, 1]) / draws[:, 2]
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return float((a.sum() - b.sum()) / n.sum()), float(low), float(high)
