@@ -329,7 +329,18 @@ def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> 
     try:
         page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
                       ".catch(() => null)))")  # fmt: skip
-        page.wait_for_timeout(100)
+        # book.js marks shrunk figures when the page has laid out; on a loaded machine that can
+        # come later than the images' decoding, so wait for it (at most TIMEOUT_MS) instead of
+        # a fixed pause; a figure that is never marked still fails the assert below
+        try:
+            page.wait_for_function(
+                f"(ratio) => ({SHRUNK})(ratio).every(f => f.zoomable)",
+                arg=ZOOM_RATIO,
+                timeout=TIMEOUT_MS,
+            )
+        except Exception as error:  # playwright's TimeoutError: report through the assert
+            if "Timeout" not in type(error).__name__:
+                raise
         shrunk = page.evaluate(SHRUNK, ZOOM_RATIO)
         stuck = [figure for figure in shrunk if not figure["zoomable"]]
         assert not stuck, f"{_page_id(path)} at {size}: figures too small to read: {stuck}"
