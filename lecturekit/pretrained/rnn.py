@@ -161,6 +161,21 @@ def _save_payload(payload: dict[str, Any], path: str | Path) -> None:
     _write_atomically(payload, Path(path))
 
 
+def _load_payload(path: Path, rebuild: str) -> dict[str, Any]:
+    """The payload :func:`_save_payload` wrote to ``path``, read safely (``weights_only``);
+    raises ``ValueError`` naming ``rebuild`` (the command that remakes the file) when the
+    checksum is missing or does not match."""
+    from lecturekit.training.checkpoint import _checksum
+
+    saved = torch.load(path, weights_only=True)
+    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
+        raise ValueError(
+            f"{path} fails its checksum (or has none): the file was damaged after it was "
+            f"written; reinstall lecturekit or rebuild it with `{rebuild}`"
+        )
+    return saved
+
+
 def load_rnn(name: str):
     """The shipped model of recipe ``name`` (eval mode) and its metadata, ``(model, metadata)``.
 
@@ -174,15 +189,7 @@ def load_rnn(name: str):
             f"name: no shipped checkpoint for {name!r} at {path}; create it with "
             f"`python -m lecturekit.pretrained build {name}`"
         )
-    from lecturekit.training.checkpoint import _checksum
-
-    saved = torch.load(path, weights_only=True)
-    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
-        raise ValueError(
-            f"{path} fails its checksum (or has none): the file was damaged after it was "
-            f"written; reinstall lecturekit or rebuild it with "
-            f"`python -m lecturekit.pretrained build {name}`"
-        )
+    saved = _load_payload(path, f"python -m lecturekit.pretrained build {name}")
     if saved["recipe"] != dataclasses.asdict(recipe):
         raise ValueError(
             f"{path} was built from another recipe; rebuild it with "

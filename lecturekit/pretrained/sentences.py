@@ -418,15 +418,11 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
             f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
             "(repeat until it reports finished)"
         )
-    from lecturekit.training.checkpoint import _checksum
+    from lecturekit.pretrained.rnn import _load_payload
 
-    saved = torch.load(path, weights_only=True)
-    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
-        raise ValueError(
-            f"{path} fails its checksum (or has none): the file was damaged after it was "
-            f"written; reinstall lecturekit or rebuild it with "
-            f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30`"
-        )
+    saved = _load_payload(
+        path, f"python -m lecturekit.pretrained build {recipe.name} --max-minutes 30"
+    )
     src_vocab, tgt_vocab = Vocab.from_dict(saved["src_vocab"]), Vocab.from_dict(saved["tgt_vocab"])
     model = make_sentence_model(recipe, src_vocab, tgt_vocab)
     model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
