@@ -408,19 +408,18 @@ error("data", "number_to_chinese_float", lambda: V().number_to_chinese(2.5), "n"
 error("data", "number_to_chinese_huge", lambda: V().number_to_chinese(10**30), "n")
 
 
-def _unigram():
-    from lecturekit.chapters.capstone_pinyin import UnigramBaseline
-    from lecturekit.data import Word
+def _hmm():
+    from lecturekit.chapters.capstone_pinyin import HmmBaseline
 
-    return UnigramBaseline([Word("机器", "ji qi", 5), Word("器", "qi", 2)])
+    return HmmBaseline()
 
 
-error("data", "unigram_k_1e9", lambda: _unigram().candidates(["ji qi"], 10**9), "k")
-error("data", "unigram_k_0", lambda: _unigram().candidates(["ji qi"], 0), "k")
-error("data", "unigram_pinyins_str", lambda: _unigram().candidates("ji qi", 3), "pinyins")
+error("data", "hmm_k_1e9", lambda: _hmm().candidates(["ji qi"], 10**9), "k")
+error("data", "hmm_k_0", lambda: _hmm().candidates(["ji qi"], 0), "k")
+error("data", "hmm_pinyins_str", lambda: _hmm().candidates("ji qi", 3), "pinyins")
 result(
     "data",
-    "unigram_unknown_syllable",
-    lambda: _unigram().candidates(["zzz"], 3),
+    "hmm_unknown_syllable",
+    lambda: _hmm().candidates(["zzz"], 3),
     lambda r: r == [[]],
 )

@@ -47,17 +47,9 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_ngram import bootstrap_interval as bootstrap_interval
     from lecturekit.chapters.capstone_ngram import evaluate_clauses as evaluate_clauses
     from lecturekit.chapters.capstone_ngram import sentence_scores as sentence_scores
-    from lecturekit.chapters.capstone_pinyin import IME as IME
     from lecturekit.chapters.capstone_pinyin import HmmBaseline as HmmBaseline
-    from lecturekit.chapters.capstone_pinyin import LookupBaseline as LookupBaseline
-    from lecturekit.chapters.capstone_pinyin import Scores as Scores
     from lecturekit.chapters.capstone_pinyin import TransformerIME as TransformerIME
-    from lecturekit.chapters.capstone_pinyin import UnigramBaseline as UnigramBaseline
-    from lecturekit.chapters.capstone_pinyin import candidate_bar as candidate_bar
-    from lecturekit.chapters.capstone_pinyin import compare as compare
     from lecturekit.chapters.capstone_pinyin import cross_attention as cross_attention
-    from lecturekit.chapters.capstone_pinyin import evaluate as evaluate
-    from lecturekit.chapters.capstone_pinyin import format_table as format_table
     from lecturekit.chapters.capstone_pinyin import hmm_k_best as hmm_k_best
     from lecturekit.chapters.capstone_pinyin import next_char_steps as next_char_steps
     from lecturekit.chapters.capstone_sentences import ClauseBatch as ClauseBatch

@@ -1,63 +1,34 @@
-"""The capstone chapter: a pinyin input method made of the book's Transformer, and baselines.
+"""The capstone chapter's input methods over whole inputs: the HMM baseline and the Transformer.
 
-Every system answers the same question, ``candidates(pinyins, k)``: for each toneless pinyin
-string (``"shi shi"``) its ``k`` best words, best first, like an input method's candidate bar.
+Both answer the same question, ``candidates(pinyins, k)``: for each toneless pinyin string
+(``"shi shi"``) its ``k`` best answers, best first, like an input method's candidate bar.
 
-- :class:`UnigramBaseline`: the most frequent character for each syllable, independently
-  (no context at all);
-- :class:`LookupBaseline`: the most frequent training words with exactly this pinyin (knows
-  every word it has seen, nothing else);
 - :class:`HmmBaseline`: the HMM of the ``Pinyin2Hanzi`` package (character bigrams with its
-  own statistics from its own corpus, Viterbi decoding);
+  own statistics from its own corpus, Viterbi decoding; :func:`hmm_k_best` decodes it);
 - :class:`TransformerIME`: a trained :class:`lecturekit.Transformer` with the book's greedy
-  and beam search.
-
-:func:`evaluate` scores a system on a list of words (top-1 and top-k exact match, character
-error rate); :func:`compare` runs several systems on several views and :func:`format_table`
-prints the result.
+  and beam search; :func:`next_char_steps` and :func:`cross_attention` look inside it.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from lecturekit._common import check_bool
-from lecturekit.data.pinyin import Word
 from lecturekit.decoding import beam_search, greedy
-from lecturekit.exercises.specs import display_width
-from lecturekit.training.metrics import edit_distance
 
 __all__ = [
-    "IME",
-    "UnigramBaseline",
-    "LookupBaseline",
     "HmmBaseline",
     "hmm_k_best",
     "TransformerIME",
-    "Scores",
-    "evaluate",
-    "compare",
-    "format_table",
-    "candidate_bar",
     "next_char_steps",
     "cross_attention",
 ]
-
-
-class IME(Protocol):
-    """An input method: ``candidates(pinyins, k)`` -> for each input, up to ``k`` words."""
-
-    name: str
-    max_candidates: int
-
-    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]: ...
 
 
 def _check_pinyins(pinyins: Sequence[str]) -> list[str]:
@@ -78,67 +49,8 @@ def _check_k(k: int, limit: int | None = None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Baselines
+# The HMM baseline
 # ---------------------------------------------------------------------------------------------
-
-
-class UnigramBaseline:
-    """Each syllable on its own: its characters ranked by total frequency in ``words``.
-
-    A word's score is the product of its characters' relative frequencies given their
-    syllables; candidates are the ``k`` best products (exact: a small beam over syllables
-    keeps the ``k`` best prefixes, which suffices because the scores are independent).
-    """
-
-    name = "一元基线"
-    max_candidates = 1_000
-
-    def __init__(self, words: Sequence[Word]) -> None:
-        counts: dict[str, Counter[str]] = defaultdict(Counter)
-        for w in words:
-            for syllable, char in zip(w.syllables, w.text, strict=True):
-                counts[syllable][char] += w.freq
-        self.ranked: dict[str, list[tuple[str, float]]] = {}
-        for syllable, counter in counts.items():
-            total = sum(counter.values())
-            ranked = sorted(counter.items(), key=lambda item: (-item[1], item[0]))
-            self.ranked[syllable] = [(c, math.log(n / total)) for c, n in ranked]
-
-    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each input its ``k`` best words (``[]`` if a syllable was never seen)."""
-        _check_k(k, self.max_candidates)
-        return [self._one(pinyin, k) for pinyin in _check_pinyins(pinyins)]
-
-    def _one(self, pinyin: str, k: int) -> list[str]:
-        beams = [("", 0.0)]
-        for syllable in pinyin.split():
-            options = self.ranked.get(syllable)
-            if not options:
-                return []  # a syllable never seen in training
-            extended = [(t + c, s + lp) for t, s in beams for c, lp in options[:k]]
-            beams = sorted(extended, key=lambda b: (-b[1], b[0]))[:k]
-        return [text for text, _ in beams]
-
-
-class LookupBaseline:
-    """A table from pinyin to the training words with that pinyin, most frequent first."""
-
-    name = "查表"
-    max_candidates = 1_000
-
-    def __init__(self, words: Sequence[Word]) -> None:
-        table: dict[str, list[Word]] = defaultdict(list)
-        for w in words:
-            table[w.pinyin].append(w)
-        self.table = {
-            p: [w.text for w in sorted(ws, key=lambda w: (-w.freq, w.text))]
-            for p, ws in table.items()
-        }
-
-    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each input the ``k`` most frequent training words with exactly that pinyin."""
-        _check_k(k, self.max_candidates)
-        return [self.table.get(pinyin, [])[:k] for pinyin in _check_pinyins(pinyins)]
 
 
 class HmmBaseline:
@@ -334,94 +246,6 @@ class TransformerIME:
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input up to ``k`` words, most probable first (the n-best list)."""
         return [[w for w, _ in row] for row in self.scored_candidates(pinyins, k)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Evaluation
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scores:
-    """``top1``, ``topk`` (gold word among the first ``k`` candidates), ``cer`` (character
-    error rate of the first candidate; no candidate counts as deleting every character), over
-    ``n`` words (``distinct`` of them different)."""
-
-    top1: float
-    topk: float | None
-    cer: float
-    k: int
-    n: int
-    distinct: int
-
-
-def evaluate(system: IME, words: Sequence[Word], k: int = 5) -> Scores:
-    """Score ``system`` on ``words`` (repeats count as often as they occur; each distinct
-    word is decoded once). ``topk`` is None when the system gives fewer than ``k``
-    candidates (greedy decoding)."""
-    if not words:
-        raise ValueError("words: expected at least one word")
-    counts = Counter(words)
-    distinct = sorted(counts, key=lambda w: (w.pinyin, w.text))
-    kk = min(k, system.max_candidates)
-    answers = system.candidates([w.pinyin for w in distinct], kk)
-    n = sum(counts.values())
-    top1 = topk = edits = chars = 0
-    for w, cands in zip(distinct, answers, strict=True):
-        c = counts[w]
-        first = cands[0] if cands else ""
-        top1 += c * (first == w.text)
-        topk += c * (w.text in cands[:k])
-        edits += c * edit_distance(first, w.text)
-        chars += c * len(w.text)
-    return Scores(
-        top1=top1 / n,
-        topk=topk / n if system.max_candidates >= k else None,
-        cer=edits / chars,
-        k=k,
-        n=n,
-        distinct=len(distinct),
-    )
-
-
-def compare(
-    systems: Sequence[IME], views: dict[str, Sequence[Word]], k: int = 5
-) -> dict[tuple[str, str], Scores]:
-    """``(system name, view name) -> Scores`` for every system on every view."""
-    return {(s.name, v): evaluate(s, words, k) for s in systems for v, words in views.items()}
-
-
-def format_table(results: dict[tuple[str, str], Scores]) -> str:
-    """A plain-text table: one row per system, top-1 / top-k / CER for each view; columns are
-    aligned by display width (a Chinese character takes two columns)."""
-    systems = list(dict.fromkeys(s for s, _ in results))
-    views = list(dict.fromkeys(v for _, v in results))
-    k = next(iter(results.values())).k
-    width = max(display_width(s) for s in [*systems, "系统"])
-
-    def pad(name: str) -> str:
-        return name + " " * (width - display_width(name))
-
-    lines = [
-        (" " * width + "".join(f" | {v:^22s}" for v in views)).rstrip(),
-        pad("系统") + f" | {'top-1':>6s} {f'top-{k}':>6s} {'CER':>6s}  " * len(views),
-    ]
-    lines.append("-" * display_width(lines[1]))
-    for s in systems:
-        row = pad(s)
-        for v in views:
-            r = results[s, v]
-            topk = "-" if r.topk is None else f"{r.topk:.3f}"
-            row += f" | {r.top1:6.3f} {topk:>6s} {r.cer:6.3f}  "
-        lines.append(row.rstrip())
-    return "\n".join(lines)
-
-
-def candidate_bar(ime: TransformerIME, pinyin: str, k: int = 5) -> str:
-    """One input's n-best list as an input method's candidate bar with probabilities:
-    ``"li shi        1.历史 0.21  2.历时 0.04 ..."`` (illustrative)."""
-    row = ime.scored_candidates([pinyin], k)[0]
-    return f"{pinyin:14s}" + "  ".join(f"{i}.{w} {p:.2f}" for i, (w, p) in enumerate(row, 1))
 
 
 @torch.no_grad()
