@@ -363,34 +363,3 @@ def _register_exposure_bias_recipes() -> None:
 
 
 _register_exposure_bias_recipes()
-
-
-register(
-    Recipe(
-        name="pinyin-ime",
-        description=(
-            "toneless pinyin -> Chinese words of jieba's dictionary, held-out words "
-            "(the capstone chapter); 2+2 layers, d_model 96, 4000 output characters"
-        ),
-        task="pinyin",
-        task_kwargs={"n_train": 6000 * 256, "n_valid": 500, "n_test": 1000, "seed": 0},
-        model={
-            "d_model": 96,
-            "n_heads": 4,
-            "d_ff": 384,
-            "n_encoder_layers": 2,
-            "n_decoder_layers": 2,
-            "dropout": 0.0,
-            "max_len": 16,
-            "tie_embeddings": True,
-        },
-        train={
-            "max_steps": 6000,
-            "epochs": 1,
-            "batch_size": 256,
-            "warmup_steps": 400,
-            "lr_factor": 1.0,
-            "eval_every": 1000,
-        },
-    )
-)
