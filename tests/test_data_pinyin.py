@@ -1,4 +1,4 @@
-"""The capstone's real data: pinyin readings, the cached lexicon, the split and its views."""
+"""The word-level pinyin task's data: readings, the cached lexicon, the split, the task."""
 
 from __future__ import annotations
 
@@ -98,24 +98,18 @@ def test_split_holds_out_multi_character_words_only(pinyin_split) -> None:
         split_lexicon([], test_fraction=0.0)
 
 
-def test_views(pinyin_split) -> None:
-    test_words, train_words = set(pinyin_split.test), set(pinyin_split.train)
-    freq = pinyin_split.view("freq", 3000)
-    assert set(freq) <= test_words and freq == pinyin_split.view("freq", 3000)
-    uniform = pinyin_split.view("uniform", 3000)
-    assert set(uniform) <= test_words and len(set(uniform)) == 3000
-    seen = pinyin_split.view("seen", 500)
-    assert set(seen) <= train_words and all(len(w.text) > 1 for w in seen)
-    # frequency weighting: the frequent words repeat, and are more frequent than the uniform ones
+def test_test_words_by_frequency(pinyin_split) -> None:
+    test_words = set(pinyin_split.test)
+    freq = pinyin_split.test_by_frequency(3000)
+    assert set(freq) <= test_words and freq == pinyin_split.test_by_frequency(3000)
+    assert freq != pinyin_split.test_by_frequency(3000, seed=1)
+    # frequency weighting: the frequent words repeat, and are far more frequent than the
+    # average held-out word
     assert len(set(freq)) < len(freq)
     mean = lambda ws: sum(w.freq for w in ws) / len(ws)  # noqa: E731
-    assert mean(freq) > 10 * mean(uniform)
-    with pytest.raises(ValueError, match="name"):
-        pinyin_split.view("tail", 10)
+    assert mean(freq) > 10 * mean(pinyin_split.test)
     with pytest.raises(ValueError, match="n"):
-        pinyin_split.view("freq", 0)
-    with pytest.raises(ValueError, match="only"):
-        pinyin_split.view("uniform", len(pinyin_split.test) + 1)
+        pinyin_split.test_by_frequency(0)
 
 
 def test_vocabularies_and_training_pairs() -> None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from lecturekit.data.batching import pad_sequences as pad_sequences
     from lecturekit.data.bpe import BPE as BPE
     from lecturekit.data.bpe import pretokenize as pretokenize
-    from lecturekit.data.pinyin import VIEWS as VIEWS
     from lecturekit.data.pinyin import PinyinSplit as PinyinSplit
     from lecturekit.data.pinyin import Word as Word
     from lecturekit.data.pinyin import cache_dir as cache_dir

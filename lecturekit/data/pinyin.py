@@ -1,4 +1,7 @@
-"""Real data for the capstone chapter: toneless pinyin -> Chinese words.
+"""Real data for the word-level task ``make_task("pinyin")``: toneless pinyin -> Chinese words.
+
+(The capstone chapter types whole sentences, :mod:`lecturekit.data.sentences`, which reads
+them with :func:`word_pinyin` and caches under :func:`cache_dir`.)
 
 The lecture's decoder example is a speech recogniser writing 机 器 学 习 one character at a
 time (slides p22-p26). Here the "sound" is toneless pinyin, ``"ji qi xue xi"``, and the model
@@ -51,12 +54,10 @@ __all__ = [
     "syllable_vocab",
     "training_pairs",
     "cache_dir",
-    "VIEWS",
 ]
 
 LEXICON_FORMAT = 2  # bump when the filtering or the file layout changes
 MAX_WORD_LEN = 4
-VIEWS = ("freq", "uniform", "seen")
 _HANZI = re.compile(r"[\u4e00-\u9fff]+")
 _SYLLABLE = re.compile(r"[a-z]+")
 
@@ -206,7 +207,7 @@ def _write_cache(path: Path, words: Sequence[Word]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Split and views
+# Split
 # ---------------------------------------------------------------------------------------------
 
 
@@ -220,26 +221,14 @@ class PinyinSplit:
     test: list[Word]
     seed: int
 
-    def view(self, name: str, n: int, seed: int = 0) -> list[Word]:
-        """``n`` words to evaluate on.
-
-        - ``"freq"``: held-out (test) words drawn with replacement in proportion to their
-          frequency: the words a person typing meets (a frequent word can come several times);
-        - ``"uniform"``: ``n`` distinct held-out words, each equally likely: the long tail;
-        - ``"seen"``: training words of 2-4 characters drawn by frequency (what a lookup table
-          has memorised).
-        """
-        if name not in VIEWS:
-            raise ValueError(f"name: expected one of {VIEWS}, got {name!r}")
+    def test_by_frequency(self, n: int, seed: int = 0) -> list[Word]:
+        """``n`` held-out (test) words drawn with replacement in proportion to their
+        frequency: the words a person typing meets (a frequent word can come several times)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n: expected a positive int, got {n!r}")
-        rng = random.Random(f"pinyin-view:{name}:{seed}")
-        if name == "uniform":
-            if n > len(self.test):
-                raise ValueError(f"n: the test split has only {len(self.test)} words, got {n}")
-            return rng.sample(self.test, n)
-        pool = self.test if name == "freq" else [w for w in self.train if len(w.text) > 1]
-        return rng.choices(pool, weights=[w.freq for w in pool], k=n)
+        # this seed string is the one the task's test pairs have always been drawn with
+        rng = random.Random(f"pinyin-view:freq:{seed}")
+        return rng.choices(self.test, weights=[w.freq for w in self.test], k=n)
 
 
 def split_lexicon(
@@ -326,9 +315,9 @@ def make_task(
     ``train``: ``n_train`` pairs from :func:`training_pairs` with ``alpha`` (default 600 000
     pairs, ``alpha`` 0.5: by the square root of the frequency); ``valid``:
     ``n_valid`` held-out valid words drawn by frequency (default 500); ``test``: the first
-    ``n_test`` words of the ``"freq"`` view (default 1000). Pairs whose word has a character
+    ``n_test`` words of :meth:`PinyinSplit.test_by_frequency` (default 1000). Pairs whose word has a character
     outside the output vocabulary (the ``vocab_size`` most frequent training characters) are
-    left out of ``valid`` and ``test`` here; the chapter's evaluation keeps them, as misses.
+    left out of ``valid`` and ``test``.
     """
     from lecturekit.data.tasks import MAX_EXAMPLES, TaskData
 
@@ -357,7 +346,7 @@ def make_task(
         name="pinyin",
         train=training_pairs(split.train, n_train, alpha, seed, tgt_vocab),
         valid=writable(valid_words),
-        test=writable(split.view("freq", n_test, seed)),
+        test=writable(split.test_by_frequency(n_test, seed)),
         src_vocab=src_vocab,
         tgt_vocab=tgt_vocab,
         seed=seed,
