@@ -354,6 +354,8 @@ TYPED_QUERIES = {
     "注意力": "notebooks/02_attention.html",
     "束搜索": "notebooks/06_exposure_bias.html",
     "曝光偏差": "notebooks/06_exposure_bias.html",
+    # a one-letter word is never indexed: the query must not require it
+    "p 值": "notebooks/capstone_pinyin.html",
 }
 # What searchtools.js runs for a query, without drawing the list: the terms it looks up and
 # the pages it finds (as page ids, "notebooks/06_exposure_bias.html").

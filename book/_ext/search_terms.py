@@ -16,6 +16,7 @@ reader types is in no index entry. This extension
   segments what the reader types the same way: a run of Chinese characters is kept whole
   when it is a term of the index or of the dictionary, otherwise cut into the longest such
   terms from the left (a character that starts none is dropped, as the index holds none);
+  a one-letter Latin word is dropped too (never indexed: "p 值" is looked up as ``值``);
 - ranks the chapter that teaches a glossary term first when the query is that term or its
   English name (the glossary's 首次出现 column names the chapter): Sphinx's own scores put
   the intro or the lecture map, which only name the term, above it;
@@ -134,7 +135,14 @@ var splitQuery = (query) => {
   const words = [];
   for (const token of query.split(/[^\\p{Letter}\\p{Number}_\\p{Emoji_Presentation}]+/gu)) {
     for (const run of token.match(/\\p{Script=Han}+|[^\\p{Script=Han}]+/gu) || []) {
-      if (!/\\p{Script=Han}/u.test(run) || known(run)) {
+      if (!/\\p{Script=Han}/u.test(run)) {
+        // one letter is never indexed; as a query term it would make searchtools.js, which
+        // waives only terms shorter than 3 when a longer one is present, find nothing for
+        // "p 值" (every term short, so all are required)
+        if (run.length > 1) words.push(run);
+        continue;
+      }
+      if (known(run)) {
         words.push(run);
         continue;
       }
