@@ -240,6 +240,27 @@ def test_a_changed_recipe_does_not_resume_an_old_state(tmp_path) -> None:
         )
 
 
+def test_a_damaged_state_is_refused_and_an_old_one_without_checksum_continues(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    files = {"split": split, "threads": 1, "out": tmp_path / "o.pt"}
+    whole = ps.train_sentences(recipe, state_file=tmp_path / "a.pt", **files)
+    ps.train_sentences(recipe, max_steps=2, state_file=tmp_path / "s.pt", **files)
+    saved = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert isinstance(saved["checksum"], str)  # written with a checksum
+    damaged = {**saved, "model": {k: v.clone() for k, v in saved["model"].items()}}
+    next(iter(damaged["model"].values())).view(-1)[0] += 1.0  # one weight changed on disk
+    torch.save(damaged, tmp_path / "s.pt")
+    with pytest.raises(ValueError, match="fails its checksum"):
+        ps.train_sentences(recipe, state_file=tmp_path / "s.pt", **files)
+    # a state from before checksums (no such entry) continues the same run
+    torch.save({k: v for k, v in saved.items() if k != "checksum"}, tmp_path / "s.pt")
+    resumed = ps.train_sentences(recipe, state_file=tmp_path / "s.pt", **files)
+    assert resumed["step"] == 3 and resumed["history"] == whole["history"]
+    torch.save({"not": "a state"}, tmp_path / "s.pt")
+    with pytest.raises(ValueError, match="not a saved training state"):
+        ps.train_sentences(recipe, state_file=tmp_path / "s.pt", **files)
+
+
 def test_a_new_budget_continues_the_saved_run(tmp_path) -> None:
     # the schedule does not depend on total_steps: 2 steps, then a budget of 3, equal 3 steps
     recipe, split = _tiny_recipe("nat"), _tiny_split()

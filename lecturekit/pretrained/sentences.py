@@ -10,8 +10,8 @@ sitting, so unlike the other recipes it runs in **pieces**:
 
 trains for 30 minutes (or to the recipe's last step) and stops. Every ``save_every`` steps and
 at the stop it writes the whole training state (weights, Adam moments, step, random state,
-history) atomically (a temporary file, then ``os.replace``) to :func:`state_path`, outside
-the package; the next ``build`` continues from it, and the batches, the learning rate and
+history) atomically (a temporary file, read back, then ``os.replace``), with a SHA-256
+checksum, to :func:`state_path`, outside the package (a damaged state is refused); the next ``build`` continues from it, and the batches, the learning rate and
 the dropout draws continue exactly where they stopped (a resumed run equals an uninterrupted
 one on the same machine and thread count). At each stop the shipped file
 ``<name>.pt`` (float16 weights, vocabularies, history) is rewritten, so
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -201,13 +200,6 @@ def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) ->
     return float(s["edits"].sum() / s["chars"].sum())
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)  # a reader never sees a half-written file
-
-
 def _half_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     # float16 copies; tied weights (one tensor under two names) stay one tensor
     seen: dict[int, torch.Tensor] = {}
@@ -223,7 +215,7 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     from lecturekit.data.vocab import Vocab
 
     if path.is_file():
-        state = torch.load(path, weights_only=True)
+        state = _load_state(path)
         if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
             raise ValueError(
                 f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
@@ -252,6 +244,24 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     return {**state, "model_obj": model, "optimizer_obj": optimizer, "vocabs": vocabs}
 
 
+def _load_state(path: Path) -> dict[str, Any]:
+    """The training state :func:`_save_state` wrote to ``path``, read safely
+    (``weights_only``); a damaged file (its checksum does not match) is refused, never
+    continued from."""
+    from lecturekit.training.checkpoint import _checksum
+
+    state = torch.load(path, weights_only=True)
+    if not isinstance(state, dict) or "recipe" not in state:
+        raise ValueError(f"state_path: {path} is not a saved training state; delete or move it")
+    # states saved before the checksum was added have none: they are continued, not refused
+    if "checksum" in state and state.pop("checksum") != _checksum(state):
+        raise ValueError(
+            f"state_path: {path} fails its checksum: the file was damaged after it was "
+            "written. Delete it to train from scratch (the shipped model is not affected)"
+        )
+    return state
+
+
 def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
     # what a saved state must share with the recipe to continue it: everything but the
     # budget and the description (the schedule does not depend on total_steps, so a longer or
@@ -260,6 +270,8 @@ def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
 
 
 def _save_state(state: dict[str, Any], path: Path) -> None:
+    from lecturekit.pretrained.rnn import _save_payload
+
     model, optimizer = state["model_obj"], state["optimizer_obj"]
     src_vocab, tgt_vocab = state["vocabs"]
     kept = {k: v for k, v in state.items() if not k.endswith("_obj") and k != "vocabs"}
@@ -270,7 +282,8 @@ def _save_state(state: dict[str, Any], path: Path) -> None:
         src_vocab=src_vocab.to_dict(),
         tgt_vocab=tgt_vocab.to_dict(),
     )
-    _atomic_save(kept, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _save_payload(kept, path)  # atomic, read back, with a checksum: see _load_state
 
 
 def _ship(recipe: SentenceRecipe, state: dict[str, Any], path: Path, threads: int) -> None:
