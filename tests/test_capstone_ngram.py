@@ -76,13 +76,17 @@ def test_kneser_ney_refuses_bad_ids_and_shapes() -> None:
         lm.prob(np.array([2, 3]), np.array([3]))
 
 
-def _brute_force(ime: NgramIME, pinyin: str, k: int) -> list[tuple[str, float]]:
-    """Score every sequence of candidate characters: the definition the search must meet."""
+def _brute_force(
+    ime: NgramIME, pinyin: str, k: int, bonus: np.ndarray | None = None
+) -> list[tuple[str, float]]:
+    """Score every sequence of candidate characters: the definition the search must meet
+    (``bonus[t, c]`` added for character ``c`` at syllable ``t``)."""
     options = [ime.emission[s] for s in pinyin.split()]
     scored = []
     for choice in itertools.product(*[range(len(ids)) for ids, _ in options]):
         ids = [int(options[t][0][j]) for t, j in enumerate(choice)]
         score = sum(float(options[t][1][j]) for t, j in enumerate(choice))
+        score += 0.0 if bonus is None else sum(float(bonus[t, i]) for t, i in enumerate(ids))
         history = [BOS] * (ime.order - 1)
         for i in [*ids, EOS]:
             p = ime.lm.prob(np.array([history[len(history) - ime.order + 1 :]]), np.array([i]))
@@ -103,6 +107,24 @@ def test_viterbi_k_best_equals_brute_force(order) -> None:
         np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], rtol=1e-10)
         assert found[0][0] == expected[0][0]  # random counts: no ties at the top
         assert len({t for t, _ in found}) == len(found)  # k distinct strings
+
+
+def test_a_bonus_per_syllable_and_character_is_searched_exactly() -> None:
+    ime = NgramIME(_toy_pairs(300), 3, discount=0.6)
+    rng = np.random.default_rng(0)
+    for pinyin in ("a b c", "c a a b", "b"):
+        n = len(pinyin.split())
+        bonus = rng.normal(0.0, 2.0, size=(n, len(ime.itos)))
+        found = ime.scored(pinyin, k=4, bonus=bonus)
+        expected = _brute_force(ime, pinyin, k=4, bonus=bonus)
+        np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], rtol=1e-10)
+        assert [t for t, _ in found][:1] == [t for t, _ in expected][:1]
+    zero = ime.scored("a b c", k=3, bonus=np.zeros((3, len(ime.itos))))
+    assert zero == ime.scored("a b c", k=3)
+    with pytest.raises(ValueError, match="bonus must be"):
+        ime.scored("a b", bonus=np.zeros((3, len(ime.itos))))
+    with pytest.raises(ValueError, match="bonus must be"):
+        ime.scored("a", bonus=np.full((1, len(ime.itos)), np.nan))
 
 
 def test_unigram_writes_each_syllables_most_frequent_character() -> None:

@@ -7,10 +7,13 @@ import dataclasses
 import itertools
 import random
 
+import numpy as np
 import pytest
 import torch
 
+from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.chapters.capstone_sentences import (
+    FusedIME,
     SyllableTagger,
     TaggerIME,
     clause_batch,
@@ -160,6 +163,41 @@ def test_tagger_ime_candidates_are_distinct_and_start_with_the_argmax() -> None:
     logits = model(clause_batch([("zu guo", "祖国")], *vocabs).src)[0]
     logits[:, :4] = -torch.inf
     assert out[1][0] == vocabs[1].decode(logits.argmax(-1).tolist())
+
+
+def test_fused_ime_is_the_hmm_at_weight_zero_and_the_tagger_at_a_huge_weight() -> None:
+    pairs = PAIRS * 3 + [("wo ai zu guo", "我爱祖国"), ("bei jing fa zhan", "北京发展")]
+    vocabs = sentence_vocabs(pairs, min_count=4)  # 欢 迎 你 们 (3 times) become <unk>
+    assert vocabs[1].token_to_id("欢") == vocabs[1].unk_id
+    tagger = TaggerIME(_tagger(vocabs), *vocabs)
+    hmm = NgramIME(pairs, 2, discount=0.5)
+    inputs = ["wo ai bei jing", "zu guo fa zhan", "bei jing huan ying ni"]
+    assert FusedIME(tagger, hmm, 0.0).candidates(inputs, 3) == hmm.candidates(inputs, 3)
+    # the fused score, one clause, brute force over the characters seen with each syllable
+    weight = 0.7
+    log_probs = tagger.log_probs(inputs)
+    for pinyin, lp in zip(inputs, log_probs, strict=True):
+        options = [hmm.emission[s][0] for s in pinyin.split()]
+        scored = {
+            text: score
+            + weight * sum(lp[t, vocabs[1].token_to_id(c)].item() for t, c in enumerate(text))
+            for text, score in hmm.scored(pinyin, k=10**6)
+        }
+        assert len(scored) == np.prod([len(o) for o in options])  # every sequence
+        best = max(scored, key=scored.get)
+        assert FusedIME(tagger, hmm, weight).candidates([pinyin], 1) == [[best]]
+    # a huge weight: the tagger's choice among the characters seen with each syllable
+    huge = FusedIME(tagger, hmm, 1e6).candidates(inputs, 1)
+    for pinyin, lp, (got,) in zip(inputs, log_probs, huge, strict=True):
+        want = ""
+        for t, s in enumerate(pinyin.split()):
+            chars = [hmm.itos[i] for i in hmm.emission[s][0]]
+            want += max(chars, key=lambda c: lp[t, vocabs[1].token_to_id(c)].item())
+        assert got == want
+    with pytest.raises(ValueError, match="weight"):
+        FusedIME(tagger, hmm, -1.0)
+    with pytest.raises(TypeError, match="string"):
+        tagger.log_probs("wo ai")
 
 
 # --- resumable training -------------------------------------------------------------------

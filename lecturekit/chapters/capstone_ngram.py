@@ -215,11 +215,29 @@ class NgramIME:
             raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
         return [[text for text, _ in self.scored(p, k)] for p in pinyins]
 
-    def scored(self, pinyin: str, k: int = 1) -> list[tuple[str, float]]:
+    def scored(
+        self, pinyin: str, k: int = 1, bonus: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
         """The ``k`` best ``(text, log score)`` for one clause, best first; a syllable never
-        seen in training is written :data:`UNKNOWN_CHAR` (and scores nothing)."""
+        seen in training is written :data:`UNKNOWN_CHAR` (and scores nothing).
+
+        ``bonus`` ``(T, len(itos))``, one row per syllable: a log-score added to each
+        character's emission at that syllable (another model's opinion, as
+        :class:`~lecturekit.chapters.capstone_sentences.FusedIME` gives it); None adds
+        nothing. The search stays exact in the same way: the bonus depends on the position
+        and the character, not on the path."""
         check_int("k", k, 1)
         steps = [self.emission.get(s) for s in pinyin.split()]
+        if bonus is not None:
+            if bonus.shape != (len(steps), len(self.itos)) or np.isnan(bonus).any():
+                raise ValueError(
+                    f"bonus must be a NaN-free array of shape (syllables, characters) = "
+                    f"{(len(steps), len(self.itos))}, got {bonus.shape}"
+                )
+            steps = [
+                None if step is None else (step[0], step[1] + bonus[t, step[0]])
+                for t, step in enumerate(steps)
+            ]
         known = [step for step in steps if step is not None]
         if not known:
             return [(UNKNOWN_CHAR * len(steps), 0.0)]

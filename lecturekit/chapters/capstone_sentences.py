@@ -12,8 +12,9 @@ Two models read a clause's syllables (one token per syllable) and write its char
 Around them: the syllable splitter for unspaced input (:func:`split_syllables`, ``woaibeijing``
 -> ``wo ai bei jing``), the vocabularies (:func:`sentence_vocabs`), the padded training batches
 (:func:`clause_batch`) and the tagger as an input method with exact k-best candidates
-(:class:`TaggerIME`, :func:`k_best_independent`), and the input method's call:
-:func:`ime_candidates`, typed pinyin -> the k best clauses by beam search with the KV cache.
+(:class:`TaggerIME`, :func:`k_best_independent`), the tagger fused with an n-gram HMM
+(:class:`FusedIME`), and the input method's call: :func:`ime_candidates`, typed pinyin -> the
+k best clauses by beam search with the KV cache.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_type
+from lecturekit._common import check_int, check_number, check_type
+from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding.beam import beam_search
 from lecturekit.model.config import TransformerConfig
@@ -43,6 +45,7 @@ __all__ = [
     "SyllableTagger",
     "k_best_independent",
     "TaggerIME",
+    "FusedIME",
     "ime_candidates",
 ]
 
@@ -217,22 +220,65 @@ class TaggerIME:
         self.batch_size = 256
 
     @torch.no_grad()
-    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each input up to ``k`` clauses, most probable first (inputs ``(N,)`` of
-        space-separated syllables; unknown syllables become ``<unk>``). Special tokens
-        (padding, BOS, EOS, ``<unk>``) are never written."""
-        check_int("k", k, 1)
-        out: list[list[str]] = []
+    def log_probs(self, pinyins: Sequence[str]) -> list[Tensor]:
+        """For each input (space-separated syllables; unknown ones become ``<unk>``) the
+        tagger's ``log P(character | all syllables)`` at every syllable, ``(T_i, V)``,
+        special tokens included (``<unk>`` stands for every rare character)."""
+        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
+            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
+        out: list[Tensor] = []
         for start in range(0, len(pinyins), self.batch_size):
             chunk = list(pinyins[start : start + self.batch_size])
             fake = [(p, "一" * len(p.split())) for p in chunk]  # only src is used
             src = clause_batch(fake, self.src_vocab, self.tgt_vocab).src  # (B, S)
             log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
-            log_probs[..., : self.tgt_vocab.unk_id + 1] = -math.inf  # specials are no output
-            for row, pinyin in zip(log_probs, chunk, strict=True):
-                n = len(pinyin.split())
-                best = k_best_independent(row[:n], k)
-                out.append([self.tgt_vocab.decode(ids) for _, ids in best])
+            out += [row[: len(p.split())] for row, p in zip(log_probs, chunk, strict=True)]
+        return out
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input up to ``k`` clauses, most probable first (inputs ``(N,)`` of
+        space-separated syllables). Special tokens (padding, BOS, EOS, ``<unk>``) are never
+        written."""
+        check_int("k", k, 1)
+        out: list[list[str]] = []
+        for row in self.log_probs(pinyins):
+            row = row.clone()
+            row[:, : self.tgt_vocab.unk_id + 1] = -math.inf  # specials are no output
+            out.append([self.tgt_vocab.decode(ids) for _, ids in k_best_independent(row, k)])
+        return out
+
+
+class FusedIME:
+    """The tagger (NAT) and an n-gram HMM together (shallow fusion): each clause's ``k``
+    best texts ``y`` under
+
+        log P_HMM(y, pinyin) + weight * sum_t log P_NAT(y_t | pinyin),
+
+    searched by the HMM's k-best Viterbi over the characters seen with each syllable. The HMM
+    brings what the tagger lacks, a dependency between neighbouring characters (chapter 4's
+    multi-modality); the tagger brings what the HMM lacks, the syllables on the right.
+    ``weight = 0`` is the HMM itself. A character the tagger has no id for (rare in
+    training) gets the tagger's ``<unk>`` log-probability.
+    """
+
+    def __init__(self, tagger: TaggerIME, ngram: NgramIME, weight: float) -> None:
+        check_type("tagger", tagger, TaggerIME, "a TaggerIME")
+        check_type("ngram", ngram, NgramIME, "an NgramIME")
+        check_number("weight", weight, 0.0)
+        self.tagger, self.ngram, self.weight = tagger, ngram, float(weight)
+        vocab = tagger.tgt_vocab
+        # the tagger's id of every HMM character (<s> and </s> are never emitted)
+        self.tagger_ids = torch.tensor([vocab.token_to_id(c) for c in ngram.itos])
+        self.name = f"NAT + {ngram.name}"
+        self.max_candidates = ngram.max_candidates
+
+    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+        """For each input (space-separated syllables) its ``k`` best clauses, best first."""
+        check_int("k", k, 1)
+        out = []
+        for pinyin, log_probs in zip(pinyins, self.tagger.log_probs(pinyins), strict=True):
+            bonus = (self.weight * log_probs[:, self.tagger_ids]).double().numpy()  # (T, C)
+            out.append([text for text, _ in self.ngram.scored(pinyin, k, bonus=bonus)])
         return out
 
 
