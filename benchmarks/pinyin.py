@@ -10,7 +10,9 @@ top-5 match with 95 % bootstrap intervals, ms per clause):
   clauses, as ``benchmarks/ngram_ime.py`` does) and Pinyin2Hanzi's HMM (``--no-p2h`` skips it);
 - ``ime-sentences-at``: the encoder-decoder Transformer, beam search (``--beam``, default 5,
   KV cache) and greedy, both writing exactly one character per syllable;
-- ``ime-sentences-nat``: the non-autoregressive tagger (argmax; top-5 by exact k-best).
+- ``ime-sentences-nat``: the non-autoregressive tagger (argmax; top-5 by exact k-best);
+- ``nat_trigram``: the tagger fused with the trigram HMM (:class:`FusedIME`: the HMM's score
+  plus ``w`` times the tagger's log-probabilities; ``w`` chosen on the validation clauses).
 
 The models are whatever checkpoint exists (``python -m lecturekit.pretrained build
 ime-sentences-at --max-minutes 30``, repeated until finished); the header says how many steps
@@ -20,7 +22,8 @@ sample). Last, the latency of the input method: the median wall time of beam sea
 
 Last lines: ``RESULT pinyin_cer`` (Transformer, beam), ``pinyin_cer_bigram``,
 ``pinyin_cer_best_ngram`` (the better of bigram and trigram), ``pinyin_cer_p2h``,
-``pinyin_cer_nat`` and ``pinyin_latency_ms``.
+``pinyin_cer_nat``, ``pinyin_cer_fused`` (the tagger with the trigram) and
+``pinyin_latency_ms``.
 
     python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--ood-n 1000] [--beam 5] [--no-p2h]
 """
@@ -40,7 +43,7 @@ from ngram_ime import pairs_of, tune
 from lecturekit.chapters.capstone_analysis import SyllableUnigram
 from lecturekit.chapters.capstone_ngram import evaluate_clauses
 from lecturekit.chapters.capstone_pinyin import HmmBaseline, TransformerIME
-from lecturekit.chapters.capstone_sentences import TaggerIME, ime_candidates
+from lecturekit.chapters.capstone_sentences import FusedIME, TaggerIME, ime_candidates
 from lecturekit.data.sentences import split_sentences
 from lecturekit.pretrained.sentences import load_sentence_model
 
@@ -77,6 +80,19 @@ def latency_ms(model, pairs, n: int, beam: int) -> float:
     return statistics.median(times)
 
 
+def tune_fusion(tagger, trigram, valid, weights) -> FusedIME:
+    """The tagger fused with the trigram at the weight with the lowest validation CER."""
+    cer = {}
+    for w in weights:
+        fused = FusedIME(tagger, trigram, w)
+        scores = evaluate_clauses(fused.candidates, valid, k=1)
+        print(f"  fusion weight {w:.2f}: " + scores.row(f"valid n={scores.n}"))
+        cer[w] = scores.cer[0]
+    best = min(cer, key=cer.get)
+    print(f"  chosen fusion weight {best:.2f}")
+    return FusedIME(tagger, trigram, best)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=None, help="test clauses (default: all)")
@@ -100,6 +116,8 @@ def main() -> None:
     beam = TransformerIME(
         at.model, at.src_vocab, at.tgt_vocab, beam_size=args.beam, exact_length=True
     )
+    tagger = TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab)
+    fused = tune_fusion(tagger, trigram, valid, (0.0, 0.1, 0.2, 0.3, 0.5, 1.0))
     systems = {
         "unigram": SyllableUnigram(train),
         "bigram": bigram,
@@ -109,7 +127,8 @@ def main() -> None:
         "at_greedy": TransformerIME(
             at.model, at.src_vocab, at.tgt_vocab, beam_size=1, exact_length=True
         ),
-        "nat": TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab),
+        "nat": tagger,
+        "nat_trigram": fused,
     }
     print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
     cer = {}
@@ -132,6 +151,7 @@ def main() -> None:
     if "p2h" in cer:
         print(f"RESULT pinyin_cer_p2h {cer['p2h']:.4f}")
     print(f"RESULT pinyin_cer_nat {cer['nat']:.4f}")
+    print(f"RESULT pinyin_cer_fused {cer['nat_trigram']:.4f}")
     print(f"RESULT pinyin_latency_ms {latency:.1f}")
 
 
