@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_pinyin import hmm_k_best as hmm_k_best
     from lecturekit.chapters.capstone_pinyin import next_char_steps as next_char_steps
     from lecturekit.chapters.capstone_sentences import ClauseBatch as ClauseBatch
+    from lecturekit.chapters.capstone_sentences import FusedIME as FusedIME
     from lecturekit.chapters.capstone_sentences import SyllableTagger as SyllableTagger
     from lecturekit.chapters.capstone_sentences import TaggerIME as TaggerIME
     from lecturekit.chapters.capstone_sentences import clause_batch as clause_batch
