@@ -256,7 +256,8 @@ class FusedIME:
 
     searched by the HMM's k-best Viterbi over the characters seen with each syllable. The HMM
     brings what the tagger lacks, a dependency between neighbouring characters (chapter 4's
-    multi-modality); the tagger brings what the HMM lacks, the syllables on the right.
+    multi-modality); the tagger brings what the HMM lacks, a direct view of the syllables on
+    the right.
     ``weight = 0`` is the HMM itself. A character the tagger has no id for (rare in
     training) gets the tagger's ``<unk>`` log-probability.
     """

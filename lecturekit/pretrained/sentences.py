@@ -11,8 +11,9 @@ sitting, so unlike the other recipes it runs in **pieces**:
 trains for 30 minutes (or to the recipe's last step) and stops. Every ``save_every`` steps and
 at the stop it writes the whole training state (weights, Adam moments, step, random state,
 history) atomically (a temporary file, read back, then ``os.replace``), with a SHA-256
-checksum, to :func:`state_path`, outside the package (a damaged state is refused); the next ``build`` continues from it, and the batches, the learning rate and
-the dropout draws continue exactly where they stopped (a resumed run equals an uninterrupted
+checksum, to :func:`state_path`, outside the package (a damaged state is refused); the next
+``build`` continues from it, and the batches, the learning rate and the dropout draws
+continue exactly where they stopped (a resumed run equals an uninterrupted
 one on the same machine and thread count). At each stop the shipped file
 ``<name>.pt`` (float16 weights, vocabularies, history) is rewritten, so
 :func:`load_sentence_model` always reads the latest piece; its ``metadata["finished"]`` says
