@@ -8,6 +8,7 @@ and drive it with a browser (``--run-lab``, the same step).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the tests marked 'lab': a live JupyterLab driven by Chromium (make test does)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under pytest-xdist each worker is one process on one core: torch's default of one
+    # thread per core would run two threads per worker, and on 2 cores four threads that wait
+    # on each other at every operation (several times slower than one thread each).
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(name="one_torch_thread")

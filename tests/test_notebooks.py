@@ -7,6 +7,8 @@ is the one _config.yml names; every notebook is committed executed top to bottom
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -211,4 +213,77 @@ def test_figures_are_drawn_for_the_text_column(path: Path) -> None:
     assert not wide, (
         f"{path.name}: figures wider than {MAX_FIGURE_WIDTH_PX} px (cell, width): {wide}; "
         "lay them out in a grid or give them a smaller figsize"
+    )
+
+
+# Every chapter runs within 3 minutes on one thread (the recorded time of its cells, written by
+# `make notebooks`). The capstone builds and reads a corpus and decodes 1,000 clauses with
+# five systems: it has a budget of its own.
+RUN_BUDGET_S = 180
+RUN_BUDGET_EXCEPTIONS_S = {"capstone_pinyin": 300}
+# A chapter that runs longer than this says so near its top: "全部运行约 N 分钟".
+STATED_FROM_S = 60
+STATED_MINUTES = re.compile(r"全部运行一遍约 (\d+) 分钟")
+
+
+def recorded_seconds(notebook: nbformat.NotebookNode) -> float:
+    """Sum over code cells of the recorded execution time (``metadata.execution``)."""
+    total = 0.0
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        timing = cell.metadata.get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        assert start and end, "a code cell has no recorded execution time: run make notebooks"
+        total += (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    return total
+
+
+def test_recorded_seconds_sums_the_cells() -> None:
+    def cell(start: str, end: str) -> nbformat.NotebookNode:
+        code = nbformat.v4.new_code_cell("pass")
+        code.metadata["execution"] = {
+            "iopub.execute_input": f"2026-01-01T00:{start}Z",
+            "shell.execute_reply": f"2026-01-01T00:{end}Z",
+        }
+        return code
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            cell("00:00.5", "00:02.0"),
+            nbformat.v4.new_markdown_cell("x"),
+            cell("01:00", "02:00"),
+        ]
+    )
+    assert recorded_seconds(notebook) == pytest.approx(61.5)
+    notebook.cells.append(nbformat.v4.new_code_cell("pass"))
+    with pytest.raises(AssertionError, match="no recorded execution time"):
+        recorded_seconds(notebook)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_within_its_budget(path: Path) -> None:
+    budget = RUN_BUDGET_EXCEPTIONS_S.get(path.stem, RUN_BUDGET_S)
+    seconds = recorded_seconds(_read(path))
+    assert seconds <= budget, (
+        f"{path.name}: its cells took {seconds:.0f} s when it was executed, over its budget of "
+        f"{budget} s; make it faster (ship a checkpoint for slow training, shrink a grid)"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_long_chapter_says_how_long_it_runs(path: Path) -> None:
+    notebook = _read(path)
+    seconds = recorded_seconds(notebook)
+    opening = "\n".join(cell.source for cell in notebook.cells[:4] if cell.cell_type == "markdown")
+    stated = STATED_MINUTES.search(opening)
+    if seconds <= STATED_FROM_S:
+        assert stated is None, f"{path.name} runs in {seconds:.0f} s: no need to say minutes"
+        return
+    assert stated, (
+        f'{path.name} runs {seconds:.0f} s: say near its top how long ("全部运行一遍约 N 分钟")'
+    )
+    minutes = int(stated.group(1))
+    assert seconds / 60 - 0.5 <= minutes <= seconds / 60 + 1.5, (
+        f"{path.name} says about {minutes} minutes; its cells took {seconds:.0f} s"
     )
