@@ -324,7 +324,9 @@ def short(x: Any, limit: int = 300) -> str:
     try:
         if isinstance(x, float):
             integral = x.is_integer() and abs(x) < 1e16
-            text = repr(x) if integral else f"{x:.6g}"
+            # 4 significant digits: a float32 result differs between machines in its last
+            # bits, and a 6th digit would then differ between readers' screens
+            text = repr(x) if integral else f"{x:.4g}"
         elif is_tensor(x) or is_ndarray(x):
             shape = tuple(x.shape)
             size = x.numel() if is_tensor(x) else x.size
