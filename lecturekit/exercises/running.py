@@ -31,7 +31,6 @@ learning aid, not a security boundary: C code (``ctypes``) can still do anything
 from __future__ import annotations
 
 import ast
-import copy
 import ctypes
 import importlib.util
 import multiprocessing
@@ -308,15 +307,6 @@ def _stop(worker: threading.Thread, finished: threading.Event) -> None:
         set_async_exc(ctypes.c_ulong(worker.ident), ctypes.py_object(TimeLimitExceeded))
         if finished.wait(0.05):
             return
-
-
-def snapshot(value: Any) -> Any:
-    """A deep copy to compare the inputs with after the call (the original if it cannot be
-    copied)."""
-    try:
-        return copy.deepcopy(value)
-    except Exception:
-        return value
 
 
 def unchanged(before: Any, after: Any) -> bool:
