@@ -348,3 +348,26 @@ def test_free_running_check_counts_eos_in_both_accuracies(monkeypatch):
     monkeypatch.setattr(search, "greedy", lambda m, s, n: SimpleNamespace(tokens=never_eos))
     verdict = D.free_running_check(NoEos(), [batch])
     assert abs(verdict.value) < 1e-12 and not verdict.flagged
+
+
+class _AlwaysEqual(str):
+    """A str whose comparisons always say "equal" (issue 45.3)."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value(capsys):
+    for exercise_id in list_exercises(chapter=LAB):
+        hidden = get_exercise(exercise_id).reference
+        wrong = next(name for name in sorted(lab_bugs.BUGS) if name != hidden)
+        assert check(exercise_id, _AlwaysEqual(wrong)) is False
+        assert "藏着的不是" in capsys.readouterr().out
+        assert check(exercise_id, _AlwaysEqual("no_such_bug")) is False
+        assert "不是已知的 bug 名字" in capsys.readouterr().out
+        assert check(exercise_id, _AlwaysEqual(hidden)) is True  # the right name still passes

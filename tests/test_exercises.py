@@ -102,7 +102,7 @@ def test_type_problems_name_the_type_not_the_formula(sample_exercises, capsys):
     suggest the formula is wrong) is not printed."""
     answers = {
         "sample.softmax": [
-            (lambda x, dim=-1: softmax_by_hand(x).tolist(), "dtype 不对"),  # float64 values
+            (lambda x, dim=-1: softmax_by_hand(x).tolist(), "你返回的是 list"),
             (lambda x, dim=-1: softmax_by_hand(x).double(), "题目要求 torch.float32"),
             (lambda x, dim=-1: 3.0, "题目要求一个张量"),
         ],
@@ -116,9 +116,24 @@ def test_type_problems_name_the_type_not_the_formula(sample_exercises, capsys):
             assert "💡" not in out and "题目要求" in out, out
 
 
-def test_array_likes_of_the_right_dtype_pass(sample_exercises):
-    assert check("sample.softmax", lambda x, dim=-1: softmax_by_hand(x).numpy()) is True
+def test_a_tensor_that_requires_grad_passes(sample_exercises):
     assert check("sample.softmax", lambda x, dim=-1: softmax_by_hand(x).requires_grad_()) is True
+
+
+@pytest.mark.parametrize(
+    ("convert", "fragment"),
+    [
+        (lambda t: t.tolist(), "你返回的是 list，题目要的是 torch 张量"),
+        (lambda t: t.numpy(), "你返回的是 numpy 数组 (ndarray)，题目要的是 torch 张量"),
+    ],
+    ids=["list", "ndarray"],
+)
+def test_an_array_that_is_not_a_tensor_is_named(sample_exercises, capsys, convert, fragment):
+    """Issue 45.2: every task asks for a tensor; a list of float32 values used to be refused
+    as "float64", a numpy array accepted."""
+    assert check("sample.softmax", lambda x, dim=-1: convert(softmax_by_hand(x))) is False
+    out = capsys.readouterr().out
+    assert fragment in out and "float64" not in out, out
 
 
 def test_student_exceptions_are_reported_with_the_hint(sample_exercises, capsys):
@@ -328,13 +343,13 @@ def test_registry_errors(sample_exercises):
         (Real(), 1.0, "1.0", "type"),
         (Real(), 1.0, 1 + 0j, "type"),
         (Array("float32", "(2,)"), torch.ones(2), torch.ones(2) + 1e-7, None),
-        (Array("float32", "(2,)"), torch.ones(2), np.ones(2, dtype=np.float32), None),
+        (Array("float32", "(2,)"), torch.ones(2), np.ones(2, dtype=np.float32), "type"),
         (Array("float32", "(2,)"), torch.ones(2), torch.ones(2, dtype=torch.float64), "type"),
         (Array("float32", "(2,)"), torch.ones(2), torch.ones(3), "shape"),
         (Array("float32", "(2,)"), torch.ones(2), torch.tensor([1.0, float("nan")]), "value"),
-        (Array("bool", "(2,)"), torch.ones(2, dtype=torch.bool), [True, True], None),
+        (Array("bool", "(2,)"), torch.ones(2, dtype=torch.bool), [True, True], "type"),
         (Array("bool", "(2,)"), torch.ones(2, dtype=torch.bool), torch.ones(2), "type"),
-        (Array("int64", "(2,)"), torch.arange(2), [0, 1], None),
+        (Array("int64", "(2,)"), torch.arange(2), [0, 1], "type"),
         (Array("int64", "(2,)"), torch.arange(2), ["0", "1"], "type"),
         (
             Array("float64", "()"),
@@ -455,3 +470,57 @@ def test_show_prints_no_line_wider_than_80_columns(capsys):
         show(exercise_id)
         for line in capsys.readouterr().out.splitlines():
             assert display_width(line) <= 80, (exercise_id, line)
+
+
+class _LyingArray(np.ndarray):
+    def __eq__(self, other):
+        return np.ones(np.broadcast(self, other).shape, dtype=bool)
+
+    def __ne__(self, other):
+        return np.zeros(np.broadcast(self, other).shape, dtype=bool)
+
+
+class _LyingTensor(torch.Tensor):
+    """Holds zeros; its .numpy() claims to equal anything (issue 45.4)."""
+
+    def numpy(self, *args, **kwargs):
+        return np.zeros(tuple(self.shape), dtype=np.float32).view(_LyingArray)
+
+
+def test_a_tensor_subclass_is_read_as_the_plain_tensor_it_holds(sample_exercises, capsys):
+    expected = torch.tensor([0.25, 0.75])
+    lying = torch.zeros(2).as_subclass(_LyingTensor)
+    problem = Array("float32", "(2,)").compare(expected, lying)
+    assert problem is not None and problem.kind == "value", problem
+    assert Array("float32", "(2,)").compare(expected, expected.as_subclass(_LyingTensor)) is None
+    answer = lambda x, dim=-1: torch.zeros_like(x).as_subclass(_LyingTensor)  # noqa: E731
+    assert check("sample.softmax", answer) is False
+    assert "数值不对" in capsys.readouterr().out
+
+
+def test_a_tuple_instead_of_a_tensor_is_named_without_a_raw_printout(sample_exercises, capsys):
+    """Issue 45.10: a returned (output, weights) pair used to give numpy's ValueError and a
+    multi-line tensor printout."""
+    answer = lambda x, dim=-1: (softmax_by_hand(x), torch.ones(4, 5) * 7)  # noqa: E731
+    assert check("sample.softmax", answer) is False
+    out = capsys.readouterr().out
+    assert "你返回的是一个 tuple（2 个元素），题目要的是一个 torch 张量" in out, out
+    assert "ValueError" not in out and "tensor(" not in out, out
+
+
+def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value():
+    class AlwaysEqual(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    assert Text().compare("right", AlwaysEqual("wrong")).kind == "value"
+    assert Text().compare("right", AlwaysEqual("right")) is None
+
+
+def test_a_huge_str_is_described_not_echoed():
+    """Issue 45.8: a 100 MB answer produced 100 MB of feedback."""
+    problem = Text().compare("right", "x" * 10_000_000)
+    assert problem.kind == "value" and len(problem.message) < 1000
+    assert "共 10000000 个字符，只显示前 300 个" in problem.message

@@ -12,7 +12,7 @@ from _answer_tests import (  # noqa: F401
 )
 
 from lecturekit.book.widgets import sampling_distribution
-from lecturekit.exercises import get_exercise
+from lecturekit.exercises import check, get_exercise
 from lecturekit.exercises.ch00_setup import reference_temperature_softmax
 from lecturekit.exercises.ch01_seq2seq import reference_rnn_jacobian
 
@@ -45,6 +45,16 @@ def test_rnn_jacobian_equals_autograd_through_a_tanh_rnn_on_every_hidden_case():
 
         expected = torch.autograd.functional.jacobian(h_n, h_t)
         torch.testing.assert_close(reference_rnn_jacobian(w_h, a), expected, msg=case.label)
+
+
+def test_the_automatic_rnn_jacobian_hint_does_not_state_the_order(capsys):
+    """Issue 45.11: check prints the hint after a wrong value; the order of the factors is
+    what the exercise asks the reader to work out, so the hint must not state it."""
+    assert check("seq2seq.rnn_jacobian", jacobian_wrong_order) is False
+    out = capsys.readouterr().out
+    assert "💡 提示" in out
+    for giveaway in ("最左", "左乘", "右乘", "左边", "右边", "最近的那一步"):
+        assert giveaway not in out, giveaway
 
 
 def test_rnn_jacobian_norm_decays_like_the_chapters_bound():
@@ -87,6 +97,12 @@ def softmax_over_first_dim(scores, temperature):
 
 def softmax_by_hand_overflows(scores, temperature):
     e = torch.exp(scores / temperature)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_global_max(scores, temperature):  # one max for the whole batch, not per row
+    z = scores / temperature
+    e = torch.exp(z - z.max())
     return e / e.sum(dim=-1, keepdim=True)
 
 
@@ -153,6 +169,7 @@ MISTAKES = {
         (softmax_without_temperature, "数值不对"),
         (softmax_over_first_dim, "数值不对"),
         (softmax_by_hand_overflows, "数值不对"),
+        (softmax_global_max, "一行很大、一行很小"),  # issue 45.1
         (softmax_float64, "dtype 不对"),
         (softmax_unfinished, "尚未完成"),
     ],

@@ -5,6 +5,7 @@ different styles must pass the checker and typical mistakes must fail it."""
 import math
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from _answer_tests import (  # noqa: F401
@@ -15,7 +16,7 @@ from _answer_tests import (  # noqa: F401
 from torch import nn
 
 import lecturekit
-from lecturekit.exercises import get_exercise
+from lecturekit.exercises import check, get_exercise
 from lecturekit.exercises.ch02_attention import (
     reference_merge_heads,
     reference_mha_parameters,
@@ -33,6 +34,77 @@ from lecturekit.exercises.ch03_encoder import (
     reference_pre_ln_block,
 )
 from lecturekit.model.masks import padding_mask
+
+
+def _project_heads(x, w_qkv, b_qkv, n_heads):
+    batch, length, d = x.shape
+    q, k, v = (x @ w_qkv.T + b_qkv).chunk(3, dim=-1)
+    return [t.reshape(batch, length, n_heads, d // n_heads).transpose(1, 2) for t in (q, k, v)]
+
+
+def _merge_project(heads, w_o, b_o):
+    batch, n_heads, length, dh = heads.shape
+    return heads.transpose(1, 2).reshape(batch, length, n_heads * dh) @ w_o.T + b_o
+
+
+def mha_calls_the_reference(x, w_qkv, b_qkv, w_o, b_o, n_heads):  # issue 45.6
+    return reference_multi_head(x, w_qkv, b_qkv, w_o, b_o, n_heads)
+
+
+def mha_native_fast_path(x, w_qkv, b_qkv, w_o, b_o, n_heads):  # what nn.MultiheadAttention calls
+    d = x.shape[-1]
+    return torch._native_multi_head_attention(
+        x, x, x, d, n_heads, w_qkv, b_qkv, w_o, b_o, need_weights=False
+    )[0]
+
+
+def mha_backend_table(x, w_qkv, b_qkv, w_o, b_o, n_heads):  # a public alias of the attention
+    heads, _ = lecturekit.model.ATTENTION_FUNCTIONS["math"](
+        *_project_heads(x, w_qkv, b_qkv, n_heads),
+        attn_mask=None,
+        key_padding_mask=None,
+        is_causal=False,
+        dropout_p=0.0,
+    )
+    return _merge_project(heads, w_o, b_o)
+
+
+def sdpa_backend_table(q, k, v):
+    q4, k4, v4 = (t.reshape(-1, 1, *t.shape[-2:]) for t in (q, k, v))  # (B, H, T, d)
+    out, _ = lecturekit.model.ATTENTION_FUNCTIONS["math"](
+        q4, k4, v4, attn_mask=None, key_padding_mask=None, is_causal=False, dropout_p=0.0
+    )
+    return out.reshape(*q.shape[:-1], v.shape[-1])
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "answer", "name"),
+    [
+        ("attention.multi_head", mha_calls_the_reference, "reference_multi_head"),
+        ("attention.multi_head", mha_native_fast_path, "torch._native_multi_head_attention"),
+        ("attention.multi_head", mha_backend_table, "lecturekit.scaled_dot_product_attention"),
+        ("attention.scaled_dot_product", sdpa_backend_table, "lecturekit.scaled_dot_product"),
+    ],
+    ids=["own-reference", "native-fast-path", "mha-backend-table", "sdpa-backend-table"],
+)
+def test_the_attention_by_another_name_is_forbidden(exercise_id, answer, name, capsys):
+    """Issue 45.6 and the public alias: each computes the right result (without the checker's
+    watch it passes) and is refused on the first case, by name."""
+    case = get_exercise(exercise_id).cases()[0]
+    expected = get_exercise(exercise_id).reference(*case.args)
+    torch.testing.assert_close(answer(*case.args), expected)
+    assert check(exercise_id, answer) is False
+    out = capsys.readouterr().out
+    assert "第 1/" in out and "这道题不允许用它" in out and name in out, out
+
+
+def test_the_forbidden_message_names_the_public_function(capsys):
+    """Issue 45.9: F.scaled_dot_product_attention is torch._C._nn's function itself."""
+    assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
+    assert check("attention.scaled_dot_product", F.scaled_dot_product_attention) is False
+    out = capsys.readouterr().out
+    assert "调用了 torch.nn.functional.scaled_dot_product_attention。" in out, out
+    assert "torch._C._nn" not in out
 
 
 def n_params(module: nn.Module) -> int:
@@ -220,11 +292,19 @@ def pe_loops_numpy(length, d_model):
         for i in range(d_model // 2):
             angle = pos / 10000 ** (2 * i / d_model)
             pe[pos, 2 * i], pe[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
-    return pe
+    return torch.from_numpy(pe)
+
+
+def pe_numpy_array(length, d_model):  # the right values, as a numpy array, not a tensor
+    return pe_loops_numpy(length, d_model).numpy()
+
+
+# the mistakes below start from a correct table of the student's own (an answer that calls
+# the exercise's reference solution is refused for that reason alone)
 
 
 def pe_sin_cos_swapped(length, d_model):
-    pe = reference_sinusoidal_encoding(length, d_model)
+    pe = pe_vectorised(length, d_model)
     return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).reshape(length, d_model)
 
 
@@ -234,16 +314,16 @@ def pe_exponent_i_over_d(length, d_model):
 
 
 def pe_halves_concatenated(length, d_model):
-    pe = reference_sinusoidal_encoding(length, d_model)
+    pe = pe_vectorised(length, d_model)
     return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
 
 
 def pe_positions_from_one(length, d_model):
-    return reference_sinusoidal_encoding(length + 1, d_model)[1:]
+    return pe_vectorised(length + 1, d_model)[1:]
 
 
 def pe_float64(length, d_model):
-    return reference_sinusoidal_encoding(length, d_model).double()
+    return pe_vectorised(length, d_model).double()
 
 
 def mha_formula(d_model, n_heads):
@@ -577,6 +657,7 @@ MISTAKES = {
         (pe_halves_concatenated, "数值不对"),
         (pe_positions_from_one, "数值不对"),
         (pe_float64, "dtype 不对"),
+        (pe_numpy_array, "题目要的是 torch 张量"),
     ],
     "attention.mha_parameters": [
         (mha_without_bias, "期望 1050624"),

@@ -311,7 +311,7 @@ def beam_flattens_token_major(scores, log_probs):  # transposes, then divides as
 
 
 def beam_float_indices(scores, log_probs):
-    new_scores, beams, tokens = reference_beam_step(scores, log_probs)
+    new_scores, beams, tokens = beam_flat_topk(scores, log_probs)
     return new_scores, beams.double(), tokens
 
 

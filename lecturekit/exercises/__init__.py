@@ -52,9 +52,9 @@ from typing import Any
 
 from lecturekit._common import check_number, check_type
 from lecturekit._lazy import attach
-from lecturekit.exercises import running
+from lecturekit.exercises import checking, running
 from lecturekit.exercises.running import Verdict
-from lecturekit.exercises.specs import Spec, short, wrap_display
+from lecturekit.exercises.specs import Spec, wrap_display
 
 __all__ = [
     "Case",
@@ -300,183 +300,42 @@ def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) ->
     formatting the result) runs in a forked worker process and may take at most about
     ``2 * time_limit + 2`` seconds, so no answer can hang ``check`` (a looping ``__repr__``,
     ``__float__`` or exception message included) or end the notebook's kernel
-    (``os._exit``, a crash). Elsewhere it runs in this process: the answer's own call still
-    has ``time_limit`` seconds and ``sys.exit()`` is caught, but a result that loops when
-    compared or shown can hang it. A learning aid, not a security boundary: an answer that
-    sets out to cheat (``sys.setprofile(None)``, a helper thread calling a forbidden
-    function) can. ``time_limit``: seconds per case, finite, in ``(0, 86400]``.
+    (``os._exit``, a crash, a signal); at most ``running.OUTPUT_LIMIT`` characters of what
+    the answer prints are shown. Elsewhere it runs in this process: the answer's own call
+    still has ``time_limit`` seconds and ``sys.exit()`` is caught, but a result that loops
+    when read can hang it. Either way the expected result is computed only after the answer
+    returned, and an answer is refused that calls a forbidden function (in any thread it
+    starts), switches the watch off (``sys.setprofile``), leaves a thread running or replaces
+    a function of the checker, torch or numpy (see ``checking``). A learning aid, not a
+    security boundary: C code can still cheat. ``time_limit``: seconds per case, finite, in
+    ``(0, 86400]``.
     """
     ex = get_exercise(exercise_id)
     check_number("time_limit", time_limit, 0.0, MAX_TIME_LIMIT_S, exclusive=("minimum",))
     if answer is None or answer is Ellipsis:
         return running.verdict(
-            _fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
+            checking.fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
         )
 
     def work(step: Callable[[str], None]) -> bool:
         if ex.kind == "value":
             step("比较你的答案")
-            return _check_value(ex, answer)
+            return checking.check_value(ex, answer)
         step("准备测试")
         function = answer
         if ex.launch is not None:
             try:
                 function = ex.launch(answer)
             except CannotRun as reason:
-                return _fail(ex, str(reason))
-        return _check_function(ex, function, time_limit, step)
+                return checking.fail(ex, str(reason))
+        return checking.check_function(ex, function, time_limit, step)
 
-    outcome = running.isolated(work, step_limit=2 * time_limit + 2)
+    limit = 2 * time_limit + 2
+    outcome = running.isolated(work, step_limit=limit)
     if outcome.status == "timeout":
-        return running.verdict(
-            _fail(
-                ex,
-                f"{outcome.step}超过 {2 * time_limit + 2:g} 秒还没有结束（调用你的函数、比较和"
-                "显示结果一共），检查已停止。是不是有死循环，例如返回的对象的 __repr__ 或 "
-                "__float__、或者抛出的异常的消息里？",
-            )
-        )
+        message = checking.timeout_message(outcome.step, outcome.phase, limit)
+        return running.verdict(checking.fail(ex, message))
     if outcome.status == "died":
-        return running.verdict(
-            _fail(
-                ex,
-                f"{outcome.step}时运行检查的进程意外结束（退出码 {outcome.exitcode}）："
-                "是不是调用了 os._exit() 或者让 Python 崩溃的操作？函数应当用 return 返回"
-                "结果。你的笔记本没有受影响。",
-            )
-        )
+        message = checking.died_message(outcome.step, outcome.phase, outcome.exitcode)
+        return running.verdict(checking.fail(ex, message))
     return running.verdict(outcome.passed)
-
-
-def _check_value(ex: Exercise, answer: Any) -> bool:
-    problem = ex.returns.compare(ex.reference, answer)
-    if problem is not None:
-        return _fail(ex, f"答案不对：{problem.message}", problem.kind)
-    print(f"✅ 通过！练习 {ex.id} 的答案正确。")
-    return True
-
-
-def _check_function(
-    ex: Exercise, answer: Any, time_limit: float, step: Callable[[str], None]
-) -> bool:
-    if not callable(answer):
-        return _fail(
-            ex,
-            f"类型不对：这道题要一个函数，你传入的是 {type(answer).__name__}。"
-            "请传函数本身（不要加括号调用它）。",
-        )
-    cases = list(ex.cases())
-    for number, case in enumerate(cases, start=1):
-        label = f"第 {number}/{len(cases)} 个测试" + (f"（{case.label}）" if case.label else "")
-        step(label)
-        failure = _check_case(ex, answer, case, label, time_limit, first=number == 1)
-        if failure is not None:
-            return _fail(ex, *failure)
-    print(f"✅ 通过！练习 {ex.id} 的 {len(cases)} 个测试全部正确。")
-    return True
-
-
-def _check_case(
-    ex: Exercise, answer: Any, case: Case, label: str, time_limit: float, *, first: bool
-) -> tuple[str, str | None] | None:
-    """None if ``answer`` passes ``case``, else (message, kind) for ``_fail``."""
-    inputs = f"\n  输入：{_describe_args(ex, case)}"
-    expected = ex.reference(*running.snapshot(case.args), **running.snapshot(case.kwargs))
-    args, kwargs = running.snapshot(case.args), running.snapshot(case.kwargs)  # the answer's own
-    outcome = running.call(answer, args, kwargs, time_limit=time_limit, forbidden=ex.forbidden)
-    if outcome.forbidden is not None:
-        return (
-            f"{label}时你的函数调用了 {outcome.forbidden}。这道题不允许用它，"
-            "请用基本运算自己写出计算过程。",
-            None,
-        )
-    if outcome.status == "timeout":
-        return (
-            f"{label}运行超过 {time_limit:g} 秒，已停止等待。是不是有死循环"
-            f"（例如 while 的条件永远成立），或者算得太慢？{inputs}",
-            None,
-        )
-    if outcome.status == "raised":
-        return _describe_error(label, outcome.error, inputs)
-    if outcome.value is None:
-        if first:
-            return (
-                f"尚未完成：{label}时函数返回了 None。补完函数体（记得 return）后再运行 check。",
-                None,
-            )
-        return f"{label}时函数返回了 None（是不是某个分支忘了 return？）{inputs}", "type"
-    edited = _edited_arguments(ex, case, args, kwargs)
-    if edited:
-        return (
-            f"{label}时你的函数修改了输入参数 {'、'.join(edited)}。题目要求不改动输入："
-            "先复制（.clone()）再修改，或者用返回新张量的运算"
-            f"（例如 masked_fill 而不是 masked_fill_）。{inputs}",
-            None,
-        )
-    problem = ex.returns.compare(expected, outcome.value)
-    if problem is not None:
-        return f"{label}没有通过：{problem.message}{inputs}", problem.kind
-    return None
-
-
-def _describe_error(label: str, error: BaseException | None, inputs: str) -> tuple[str, str | None]:
-    if isinstance(error, NotImplementedError):
-        message = _message(error) or f"{label}时函数抛出了 NotImplementedError。"
-        return f"尚未完成：{message}", None
-    if isinstance(error, SystemExit):
-        return (
-            f"{label}时你的函数调用了 sys.exit()（或 exit()、quit()），这会结束整个程序，"
-            "检查器拦下了它。函数应当用 return 返回结果。",
-            None,
-        )
-    return f"{label}时你的函数出错：{type(error).__name__}: {_message(error)}{inputs}", "error"
-
-
-def _message(error: BaseException | None) -> str:
-    """``str(error)``, or a note when the exception's own ``__str__`` fails."""
-    try:
-        return str(error)
-    except Exception as failure:
-        return f"（无法显示这个异常的消息：它的 __str__ 出错，{type(failure).__name__}）"
-
-
-def _fail(ex: Exercise, message: str, kind: str | None = None) -> bool:
-    """Print the failure; ``kind`` "value", "shape" or "error" adds the hint, "type" the
-    required return type; None (unfinished, forbidden, time limit) adds nothing."""
-    print(f"❌ 练习 {ex.id}：{message}")
-    if kind in ("value", "shape", "error"):
-        print(f"💡 提示：{ex.hint}")
-        print(f'   仍然卡住？运行 solution("{ex.id}") 看参考解答。')
-    elif kind == "type":
-        print(
-            f"   题目要求{'返回' if ex.kind == 'function' else '的答案是'}：{ex.returns.describe()}。"
-        )
-    return False
-
-
-def _parameter_names(function: Callable[..., Any]) -> list[str]:
-    try:
-        return list(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _edited_arguments(ex: Exercise, case: Case, args: tuple, kwargs: dict) -> list[str]:
-    """Names of the arguments the answer modified (compared with the case's own inputs)."""
-    names = _parameter_names(ex.reference)
-    edited = [
-        names[i] if i < len(names) else f"第 {i + 1} 个参数"
-        for i, (before, after) in enumerate(zip(case.args, args, strict=True))
-        if not running.unchanged(before, after)
-    ]
-    edited += [key for key in case.kwargs if not running.unchanged(case.kwargs[key], kwargs[key])]
-    return edited
-
-
-def _describe_args(ex: Exercise, case: Case) -> str:
-    names = _parameter_names(ex.reference)
-    parts = [
-        f"{names[i]}={short(a)}" if i < len(names) else short(a) for i, a in enumerate(case.args)
-    ]
-    parts += [f"{k}={short(v)}" for k, v in case.kwargs.items()]
-    return ", ".join(parts) if parts else "（无参数）"

@@ -25,6 +25,10 @@ def _temperature_cases() -> list[Case]:
         Case(args=(chapter, 2.0), label="本章的 4 个候选，τ = 2"),
         Case(args=(torch.randn(2, 3, 5, generator=g), 0.7), label="一批分数，形状 (2, 3, 5)"),
         Case(args=(torch.tensor([40.0, 35.0, -20.0]), 0.05), label="分数很大、温度很低"),
+        Case(
+            args=(torch.tensor([[40.0, 35.0, -20.0], [0.3, 0.1, -0.2]]), 0.05),
+            label="两行分数，一行很大、一行很小，温度很低",
+        ),
     ]
     rng = random.Random(1)
     for _ in range(3):

@@ -3,11 +3,13 @@
 Two layers. ``isolated(work, step_limit=...)`` runs a whole check (calling the answer,
 comparing and formatting its result) in a forked worker process where the platform has
 ``fork`` (Linux, Colab) and CUDA is not initialised in this process (a forked child cannot use
-it). The worker sends back only plain strings (what it printed) and booleans; it is killed
-when a step (one hidden case) runs past ``step_limit`` seconds, and whatever the answer does
-to its process (``os._exit``, an endless loop in a ``__repr__``, a crash of C code) ends the
-worker, never the reader's kernel. Elsewhere the check runs in this process, with the
-guarantees of the second layer only.
+it). The worker sends back only plain strings (what it printed, at most ``OUTPUT_LIMIT``
+characters of the answer's own output) and booleans; it is killed when a step (one hidden
+case) runs past ``step_limit`` seconds, and whatever the answer does to its process
+(``os._exit``, an endless loop in a ``__repr__``, a crash of C code, a signal) ends or
+interrupts the worker, never the reader's kernel. The checker names the phase of the step
+(``phase``) so that a time-out says what did not finish. Elsewhere the check runs in this
+process, with the guarantees of the second layer only.
 
 ``call(answer, args, kwargs, time_limit=..., forbidden=...)`` runs the answer in a worker
 thread and waits at most ``time_limit`` seconds. Why a thread: a signal-based alarm
@@ -19,35 +21,33 @@ Python loop at its next bytecode; code stuck inside one long C call (a huge matr
 limit and leaves the thread to finish in the background as a daemon.
 
 Whatever the answer raises, ``SystemExit`` (``sys.exit()``, ``exit()``) included, is caught in
-the worker and returned. Forbidden functions are detected with a profile hook on the worker
-thread (``sys.setprofile`` is per thread), which sees Python and C function calls alike, however
-the student imported or renamed the function, and also sees the aliases a student meets by
-accident: the ``torch.<name>``, ``torch.native_<name>``, ``torch._C._nn.<name>`` and
-``torch.ops.aten.<name>`` twins of a forbidden torch function. This is a learning aid, not a
-security boundary: deliberate cheating (``sys.setprofile(None)``, calling the function from a
-helper thread) stays possible.
+the worker and returned. Forbidden functions are detected by the profile hook of ``watch`` on
+the worker thread and on every thread the answer starts through ``threading``; the hook also
+reports what would switch it off or escape it (``sys.setprofile``, a raw ``_thread``, a child
+process, a signal), and ``call`` notes when the hook is gone after the call. This is a
+learning aid, not a security boundary: C code (``ctypes``) can still do anything.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import copy
 import ctypes
-import importlib
 import importlib.util
-import inspect
 import multiprocessing
 import os
+import signal
 import sys
 import textwrap
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from lecturekit.exercises.guard import plain_tensor
+from lecturekit.exercises.watch import Seen, forbidden_watch, resolve
 
 __all__ = [
     "Outcome",
@@ -55,11 +55,16 @@ __all__ = [
     "Verdict",
     "call",
     "can_fork",
+    "feedback",
     "isolated",
+    "phase",
     "resolve",
     "unchanged",
     "verdict",
 ]
+
+# characters of the answer's own output (print) a check forwards from its worker process
+OUTPUT_LIMIT = 20_000
 
 
 class TimeLimitExceeded(BaseException):
@@ -72,27 +77,18 @@ class Outcome:
     """What happened when the answer was called.
 
     ``status``: "returned" (``value`` holds the result), "raised" (``error``) or "timeout".
-    ``forbidden``: the display name of the first forbidden function it called, if any.
+    ``forbidden``: the display name of the first forbidden function it called, if any;
+    ``escape``: (dotted name, why) of the first call that switches the watch off or escapes
+    it; ``unwatched``: the profile hook was gone when the answer returned.
     """
 
     status: str
     value: Any = None
     error: BaseException | None = None
     forbidden: str | None = None
-
-
-def resolve(dotted: str) -> Any:
-    """The object a dotted name such as ``"torch.nn.functional.layer_norm"`` refers to."""
-    parts = dotted.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        for attribute in parts[split:]:
-            obj = getattr(obj, attribute)
-        return obj
-    raise ImportError(f"cannot resolve {dotted!r}")
+    escape: tuple[str, str] | None = None
+    unwatched: bool = False
+    seen: Seen = field(default_factory=Seen, repr=False)
 
 
 def call(
@@ -102,23 +98,28 @@ def call(
     *,
     time_limit: float,
     forbidden: Sequence[str] = (),
+    own: Sequence[Any] = (),
 ) -> Outcome:
-    """Call ``answer(*args, **kwargs)`` in a worker thread, waiting at most ``time_limit`` s."""
-    watch = _forbidden_watch(forbidden)
-    box = Outcome(status="timeout")
+    """Call ``answer(*args, **kwargs)`` in a worker thread, waiting at most ``time_limit`` s;
+    calls of ``forbidden`` (dotted names) and ``own`` (functions) are reported."""
+    hook = forbidden_watch(forbidden, own).hook(seen := Seen())
+    box = Outcome(status="timeout", seen=seen)
     finished = threading.Event()
 
     def work() -> None:
         try:
             try:
-                if watch is not None:
-                    sys.setprofile(watch.hook(box))
+                threading.setprofile(hook)  # the threads the answer starts
+                sys.setprofile(hook)
                 value = answer(*args, **kwargs)
             except BaseException as error:  # SystemExit and the time limit included
                 box.status, box.error = "raised", error
             else:
                 box.status, box.value = "returned", value
             finally:
+                seen.done = True
+                box.unwatched = sys.getprofile() is not hook
+                threading.setprofile(None)
                 sys.setprofile(None)
                 finished.set()
         except BaseException:  # a late TimeLimitExceeded landing in the bookkeeping above
@@ -131,10 +132,14 @@ def call(
     except BaseException:  # KeyboardInterrupt: stop the worker too, then let it propagate
         _stop(worker, finished)
         raise
-    if not finished.is_set():
+    stopped = not finished.is_set()
+    if stopped:
         _stop(worker, finished)
-        if not finished.is_set() or isinstance(box.error, TimeLimitExceeded):
-            return Outcome(status="timeout", forbidden=box.forbidden)
+    if finished.is_set():
+        worker.join(1.0)  # gone from sys._current_frames before the checker counts threads
+    box.forbidden, box.escape = seen.forbidden, seen.escape
+    if stopped and (not finished.is_set() or isinstance(box.error, TimeLimitExceeded)):
+        return Outcome(status="timeout", forbidden=box.forbidden, escape=box.escape, seen=seen)
     return box
 
 
@@ -143,14 +148,15 @@ class Isolated:
     """What happened to a check run by :func:`isolated`.
 
     ``status``: "returned" (``passed`` holds its verdict), "timeout" (``step`` named the step
-    that ran past the limit) or "died" (the worker process ended without a verdict, with
-    ``exitcode``).
+    that ran past the limit, ``phase`` what it was doing) or "died" (the worker process ended
+    without a verdict, with ``exitcode``: negative for the number of the signal that ended it).
     """
 
     status: str
     passed: bool = False
     step: str = ""
     exitcode: int | None = None
+    phase: str = ""
 
 
 def can_fork() -> bool:
@@ -166,12 +172,14 @@ def can_fork() -> bool:
 
 
 def isolated(work: Callable[[Callable[[str], None]], bool], *, step_limit: float) -> Isolated:
-    """Run ``work(step)`` (a whole check; it calls ``step(label)`` as each hidden case starts)
-    in a forked worker process where :func:`can_fork`, else in this process.
+    """Run ``work(step)`` (a whole check; it calls ``step(label)`` as each hidden case starts,
+    and may call :func:`phase` within a step) in a forked worker process where
+    :func:`can_fork`, else in this process.
 
-    In the worker, what ``work`` prints is sent back and printed here as it comes; each step
-    may run ``step_limit`` seconds, after which the worker is killed. Only strings and a bool
-    cross back, so nothing the answer returns is formatted or compared here.
+    In the worker, what ``work`` prints is sent back and printed here as it comes (what the
+    answer prints up to ``OUTPUT_LIMIT`` characters; the checker's own :func:`feedback` in
+    full); each step may run ``step_limit`` seconds, after which the worker is killed. Only
+    strings and a bool cross back, so nothing the answer returns is formatted or compared here.
     """
     if not can_fork():
         return Isolated("returned", passed=bool(work(lambda label: None)))
@@ -191,17 +199,19 @@ def isolated(work: Callable[[Callable[[str], None]], bool], *, step_limit: float
 
 def _follow(worker: Any, receive: Any, step_limit: float) -> Isolated:
     """Print what the worker sends until its verdict, its death or a step's time limit."""
-    deadline, step = time.monotonic() + step_limit, ""
+    deadline, step, doing = time.monotonic() + step_limit, "", ""
     while True:
         if not receive.poll(max(0.0, deadline - time.monotonic())):
-            return Isolated("timeout", step=step)
+            return Isolated("timeout", step=step, phase=doing)
         try:
             kind, content = receive.recv()
         except (EOFError, OSError):  # the worker ended without a verdict
             worker.join()
-            return Isolated("died", step=step, exitcode=worker.exitcode)
+            return Isolated("died", step=step, exitcode=worker.exitcode, phase=doing)
         if kind == "step":
-            deadline, step = time.monotonic() + step_limit, content
+            deadline, step, doing = time.monotonic() + step_limit, content, ""
+        elif kind == "phase":
+            doing = content
         elif kind in ("stdout", "stderr"):
             stream = getattr(sys, kind)
             stream.write(content)
@@ -210,36 +220,73 @@ def _follow(worker: Any, receive: Any, step_limit: float) -> Isolated:
             return Isolated("returned", passed=content)
 
 
+# the pipe to the parent and the checker's own output, in a worker process only
+_PIPE: list[Any] = []
+_FEEDBACK: list[Any] = []
+
+
+def phase(text: str) -> None:
+    """Tell the parent what the current step is doing now (e.g. "调用你的函数"), so that a
+    time-out names it; nothing outside a worker process."""
+    if _PIPE:
+        _PIPE[0].send(("phase", str.__str__(text)))
+
+
+def feedback() -> Any:
+    """The stream for the checker's own messages: never cut by ``OUTPUT_LIMIT``."""
+    return _FEEDBACK[0] if _FEEDBACK else sys.stdout
+
+
 def _worker(work: Callable[[Callable[[str], None]], bool], send: Any) -> None:
     """The forked process: one torch thread (OpenMP's pool does not survive a fork: a child
-    entering a parallel region after the parent used one waits forever), output to the pipe."""
+    entering a parallel region after the parent used one waits forever), output to the pipe,
+    SIGINT ignored (the parent stops the worker when the reader interrupts)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
-    sys.stdout, sys.stderr = _PipeWriter(send, "stdout"), _PipeWriter(send, "stderr")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    budget = [OUTPUT_LIMIT]  # shared by stdout and stderr
+    sys.stdout, sys.stderr = (
+        _PipeWriter(send, "stdout", budget),
+        _PipeWriter(send, "stderr", budget),
+    )
+    _PIPE[:], _FEEDBACK[:] = [send], [_PipeWriter(send, "stdout", None)]
     try:
         passed = work(lambda label: send.send(("step", str.__str__(label))))
     except BaseException:  # a checker bug: show it (a looping __str__ meets the step limit)
-        traceback.print_exc()
+        traceback.print_exc(file=_FEEDBACK[0])
         passed = False
     try:
         send.send(("verdict", passed is True))
     finally:
-        sys.stdout.flush()
         # no atexit handlers, no flushing of buffers inherited from the parent
         os._exit(0)
 
 
 class _PipeWriter:
-    """A text stream that sends every write to the parent as a plain ``str``."""
+    """A text stream that sends every write to the parent as a plain ``str``; with a
+    ``budget`` (a one-item list shared by streams) it stops after that many characters and
+    says once that the rest was cut."""
 
-    def __init__(self, send: Any, kind: str) -> None:
-        self.send, self.kind = send, kind
+    def __init__(self, send: Any, kind: str, budget: list[int] | None) -> None:
+        self.send, self.kind, self.budget = send, kind, budget
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self.send.send((self.kind, str.__str__(text)))  # a plain copy of a str subclass
+        plain = str.__str__(text)  # a plain copy of a str subclass
+        if self.budget is not None:
+            left = self.budget[0]
+            if left <= 0:
+                return len(plain)
+            self.budget[0] = left - len(plain)
+            if len(plain) > left:
+                plain = (
+                    plain[:left] + f"\n……（输出太长：你的代码打印的内容只显示前 {OUTPUT_LIMIT} "
+                    "个字符，其余的没有显示）\n"
+                )
+        if plain:
+            self.send.send((self.kind, plain))
         return len(text)
 
     def flush(self) -> None:
@@ -262,91 +309,16 @@ def _stop(worker: threading.Thread, finished: threading.Event) -> None:
             return
 
 
-@dataclass
-class _Watch:
-    codes: dict[Any, str]  # code object of a forbidden Python function -> display name
-    builtins: dict[int, tuple[Any, str]]  # id of a forbidden C function -> (it, display name)
-    methods: dict[str, tuple[type, str]]  # C method name -> (its class, display name)
-
-    def hook(self, box: Outcome) -> Callable[[Any, str, Any], None]:
-        def profile(frame: Any, event: str, arg: Any) -> None:
-            if box.forbidden is not None or event not in ("call", "c_call"):
-                return
-            if event == "call":
-                box.forbidden = self.codes.get(frame.f_code)
-            elif id(arg) in self.builtins:
-                box.forbidden = self.builtins[id(arg)][1]
-            elif getattr(arg, "__name__", None) in self.methods:  # a bound C method: x.softmax
-                owner, name = self.methods[arg.__name__]
-                if isinstance(getattr(arg, "__self__", None), owner):
-                    box.forbidden = name
-
-        return profile
-
-
-def _forbidden_watch(names: Sequence[str]) -> _Watch | None:
-    if not names:
-        return None
-    watch = _Watch(codes={}, builtins={}, methods={})
-    for name in names:
-        for alias, function in [(name, resolve(name)), *_torch_twins(name)]:
-            code = getattr(function, "__code__", None)
-            if code is not None:
-                watch.codes[code] = alias
-            elif inspect.ismethoddescriptor(function) and hasattr(function, "__objclass__"):
-                watch.methods[function.__name__] = (function.__objclass__, alias)
-            else:
-                watch.builtins[id(function)] = (function, alias)
-    return watch
-
-
-def _torch_twins(name: str) -> list[tuple[str, Any]]:
-    """The other names under which torch exposes the function ``name`` (``torch.nn.functional.
-    layer_norm``: ``torch.layer_norm``, ``torch.native_layer_norm``, ``torch.ops.aten.
-    native_layer_norm``, ...), as (dotted name, the C function a call of it reaches)."""
-    if not name.startswith("torch."):
-        return []
-    leaf = name.rsplit(".", 1)[1]
-    twins = []
-    for stem in (leaf, f"{leaf}_loss"):
-        for prefix in ("", "native_"):
-            for module in ("torch", "torch._C._nn"):
-                dotted = f"{module}.{prefix}{stem}"
-                with _suppress_missing():
-                    twins.append((dotted, resolve(dotted)))
-            with _suppress_missing():
-                packet = resolve(f"torch.ops.aten.{prefix}{stem}")
-                # an OpOverloadPacket's __call__ is shared Python code; each overload ends in
-                # its own C function ``_op``, which the profile hook sees
-                for overload in ["", *packet.overloads()]:
-                    op = getattr(packet, overload) if overload else packet
-                    dotted = f"torch.ops.aten.{prefix}{stem}" + (f".{overload}" if overload else "")
-                    twins.append((dotted, op._op))
-    return twins
-
-
-def _suppress_missing() -> contextlib.AbstractContextManager:
-    """Skip a twin torch does not have (the names differ between versions)."""
-    return contextlib.suppress(ImportError, AttributeError, RuntimeError)
-
-
-def snapshot(value: Any) -> Any:
-    """A deep copy to compare the inputs with after the call (the original if it cannot be
-    copied)."""
-    try:
-        return copy.deepcopy(value)
-    except Exception:
-        return value
-
-
 def unchanged(before: Any, after: Any) -> bool:
     """True if ``after`` still equals its snapshot ``before`` (tensors and arrays exactly,
     dtype, shape and NaN positions included)."""
     try:
         if _is_tensor(before):
+            if not _is_tensor(after):
+                return False
+            after = plain_tensor(after)  # a subclass's __eq__ may lie
             return (
-                _is_tensor(after)
-                and before.dtype == after.dtype
+                before.dtype == after.dtype
                 and before.shape == after.shape
                 and bool(((before == after) | (before != before) & (after != after)).all())
             )
@@ -377,7 +349,7 @@ def unchanged(before: Any, after: Any) -> bool:
 
 def _is_tensor(x: Any) -> bool:
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    return torch is not None and issubclass(type(x), torch.Tensor)
 
 
 class Verdict:

@@ -2,15 +2,19 @@
 
 Every exercise names its return type with one of these specs; ``show`` prints the spec's
 ``describe()`` as part of the task, and ``check`` compares the student's result with the
-reference's through ``compare``. Values are compared, not containers: a real number may be a
-Python float, a numpy scalar or a 0-d tensor; an array may be a tensor, a numpy array or a
-nested list. What the task states is enforced: integers are exact, a stated dtype must match,
-and floating-point tolerances follow that dtype.
+reference's through ``compare``. A real number may be a Python float, a numpy scalar or a 0-d
+tensor; an array must be a torch tensor, as every task says (a numpy array, a list or a tuple
+is refused with a message that names it). What the task states is enforced: integers are
+exact, a stated dtype must match, and floating-point tolerances follow that dtype. A tensor of
+a subclass is read as the plain tensor it holds (its own methods never run), a ``str``
+subclass as its plain value.
 
 ``compare`` returns None when the answer is right, else a ``Problem`` whose ``kind`` tells the
 checker what feedback fits: ``"type"`` (the kind of object, its dtype: the formula may be
 right), ``"shape"`` or ``"value"`` (the computation is wrong). It never raises, whatever the
-answer is (objects whose ``__float__`` or ``__len__`` raise included).
+answer is (objects whose ``__float__`` or ``__len__`` raise included). The checker hands it
+``guard.plain`` copies of an answer's result; a ``guard.Foreign`` (an object of the answer's
+own type, read once) is described by what was read.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Problem", "Spec", "Integer", "Real", "Array", "Items", "Text", "short"]
+from lecturekit.exercises.guard import Foreign, plain_tensor
+
+__all__ = ["Problem", "Spec", "Integer", "Real", "Array", "Items", "Text", "clip", "short"]
 
 # (rtol, atol) per dtype the task asks for: a float32 answer computed another way differs from
 # the reference by a few float32 ulps, a float64 answer by far less.
@@ -55,7 +61,8 @@ class Spec:
         except Exception as error:  # an answer object that breaks on inspection
             return Problem(
                 "type",
-                f"无法读取你的结果{_at(where)}（{type(error).__name__}: {error}），得到 {short(got)}",
+                f"无法读取你的结果{_at(where)}（{type(error).__name__}: {clip(str(error), 200)}），"
+                f"得到 {short(got)}",
             )
 
     def _compare(self, expected: Any, got: Any, where: str) -> Problem | None:
@@ -120,7 +127,7 @@ class Real(Spec):
 
 @dataclass(frozen=True)
 class Array(Spec):
-    """A tensor (or numpy array, or nested list) of the reference's shape and of ``dtype``.
+    """A torch tensor of the reference's shape and of ``dtype`` (not a numpy array or a list).
 
     ``dtype`` is a torch dtype name ("float32", "bool", "int64", ...); ``shape`` the shape as
     the task writes it, e.g. "(N, V)" or "与 m1 相同". Floating-point values are compared with
@@ -142,6 +149,8 @@ class Array(Spec):
         at = _at(where)
         import numpy
 
+        if not is_tensor(got):
+            return Problem("type", f"类型不对{at}：{_not_a_tensor(got)}")
         array = _as_array(got)
         if isinstance(array, Problem):
             return Problem("type", f"类型不对{at}：题目要求一个张量，{array.message}")
@@ -241,7 +250,9 @@ class Text(Spec):
             return Problem(
                 "type", f"类型不对{at}：题目要求 str，你的结果是 {_kind_name(got)} {short(got)}"
             )
-        return None if got == expected else Problem("value", f"期望 {expected!r}，得到 {got!r}{at}")
+        if str.__str__(got) == expected:  # the plain value: a subclass's __eq__ may lie
+            return None
+        return Problem("value", f"期望 {short(expected)}，得到 {short(got)}{at}")
 
 
 # --------------------------------------------------------------------------------------
@@ -264,16 +275,19 @@ def _at(where: str) -> str:
 
 
 def is_tensor(x: Any) -> bool:
+    """A tensor by its real type (an object may claim any ``__class__``)."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    return torch is not None and issubclass(type(x), torch.Tensor)
 
 
 def is_ndarray(x: Any) -> bool:
     numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(x, numpy.ndarray)
+    return numpy is not None and issubclass(type(x), numpy.ndarray)
 
 
 def _kind_name(x: Any) -> str:
+    if isinstance(x, Foreign):
+        return x.type_name
     if is_tensor(x):
         return f"{x.dtype} 张量"
     if is_ndarray(x):
@@ -289,6 +303,12 @@ def _scalar(x: Any) -> Any:
             advice = "；用 .item() 取出其中的数" if size == 1 else ""
             return Problem("type", f"你的结果是形状 {tuple(x.shape)} 的{_kind_name(x)}{advice}")
         return x.item()  # a Python bool, int, float or complex
+    if isinstance(x, Foreign):
+        if x.error:
+            return Problem("type", f"无法读取你的结果的数值（{x.error}），得到 {x.text}")
+        if x.number is None:
+            return Problem("type", f"你的结果是 {x.type_name} {x.text}")
+        return x.number
     if isinstance(x, numbers.Number):
         return x
     if hasattr(type(x), "__float__"):
@@ -296,15 +316,38 @@ def _scalar(x: Any) -> Any:
     return Problem("type", f"你的结果是 {type(x).__name__} {short(x)}")
 
 
+def _not_a_tensor(x: Any) -> str:
+    """What to say when an array answer is not a tensor."""
+    if isinstance(x, tuple):
+        return (
+            f"你返回的是一个 tuple（{tuple.__len__(x)} 个元素），题目要的是一个 torch 张量："
+            "是不是多返回了别的东西？"
+        )
+    if isinstance(x, list):
+        return "你返回的是 list，题目要的是 torch 张量（可以用 torch.tensor 转换）"
+    if is_ndarray(x):
+        return (
+            "你返回的是 numpy 数组 (ndarray)，题目要的是 torch 张量（可以用 torch.from_numpy 转换）"
+        )
+    return f"题目要求一个张量，你的结果是 {_kind_name(x)} {short(x)}"
+
+
 def _as_array(x: Any) -> tuple[Any, str] | Problem:
-    """(numpy values, torch dtype name) of a tensor, numpy array or nested list."""
+    """(numpy values, torch dtype name) of a tensor (read as a plain tensor, whatever its
+    subclass does), numpy array or nested list (the reference's result)."""
     import numpy
 
     if is_tensor(x):
-        t = x.detach().cpu()
+        t = plain_tensor(x)
+        if t.device.type != "cpu":
+            if t.device.type == "meta":
+                return Problem("type", "你的结果在 meta 设备上，没有数值")
+            t = t.cpu()
         name = str(t.dtype).removeprefix("torch.")
         if t.is_complex() or name.startswith(("float8", "q")):
             return Problem("type", f"你的结果是{_kind_name(x)}")
+        if t.layout is not sys.modules["torch"].strided or t.is_nested:
+            return Problem("type", f"你的结果是 {t.layout} 布局的张量，题目要普通（稠密）张量")
         if t.dtype.is_floating_point and name not in ("float32", "float64"):
             t = t.double()  # float16/bfloat16: numpy cannot hold bfloat16
         return t.numpy(), name
@@ -322,22 +365,33 @@ def _as_array(x: Any) -> tuple[Any, str] | Problem:
 def short(x: Any, limit: int = 300) -> str:
     """A compact, rounded description for feedback messages; never raises."""
     try:
-        if isinstance(x, float):
+        if isinstance(x, Foreign):
+            text = x.text
+        elif isinstance(x, str):
+            x = str.__str__(x)
+            if len(x) > limit:  # never the repr of a huge string
+                return f"{x[:limit]!r}…（共 {len(x)} 个字符，只显示前 {limit} 个）"
+            text = repr(x)
+        elif isinstance(x, float):
             integral = x.is_integer() and abs(x) < 1e16
             # 4 significant digits: a float32 result differs between machines in its last
             # bits, and a 6th digit would then differ between readers' screens
             text = repr(x) if integral else f"{x:.4g}"
         elif is_tensor(x) or is_ndarray(x):
+            name = type(x).__name__
+            x = plain_tensor(x) if is_tensor(x) else x
             shape = tuple(x.shape)
             size = x.numel() if is_tensor(x) else x.size
             if size <= 64:
-                values = x.detach().cpu().tolist() if is_tensor(x) else x.tolist()
+                values = x.cpu().tolist() if is_tensor(x) else x.tolist()
                 inner = repr(_round_nested(values))
             else:
                 inner = "…"
-            text = f"{type(x).__name__}(shape={shape}, dtype={x.dtype}, {inner})"
+            text = f"{name}(shape={shape}, dtype={x.dtype}, {inner})"
         elif isinstance(x, (list, tuple)):
-            text = repr(_round_nested(x))
+            text = repr(_round_nested(x[:64]))  # enough to fill ``limit``
+            if len(x) > 64:
+                text = f"{text[:-1]}, …{text[-1]}"
         else:
             text = repr(x)
     except Exception:
@@ -345,9 +399,28 @@ def short(x: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _Shown:
+    """Shows as the given text in a repr (a tensor inside a tuple, described by ``short``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def clip(text: str, limit: int = 2000) -> str:
+    """``text``, cut to ``limit`` characters with a note saying so."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…（已截断：共 {len(text)} 个字符，只显示前 {limit} 个）"
+
+
 def _round_nested(x: Any) -> Any:
     if isinstance(x, float):
         return round(x, 4)
+    if is_tensor(x) or is_ndarray(x):
+        return _Shown(short(x, 120))
     if isinstance(x, (list, tuple)):
         return type(x)(_round_nested(v) for v in x) if type(x) in (list, tuple) else x
     return x
