@@ -13,8 +13,16 @@ Within each condition the two thread counts alternate in rounds, and each round 
 paired ratio (two threads / one); the median of the ratios is reported, so a load that drifts
 between rounds cancels. A ratio above 1 means two threads are slower.
 
+Why two threads lose so much with one busy process: OpenMP's worker threads, between
+operations, wait by spinning (GNU OpenMP's default policy spins for a while before it
+sleeps), so a waiting thread burns the core that the busy process and the main thread need.
+The last measurement repeats the one-busy-process condition in a child process started with
+``OMP_WAIT_POLICY=PASSIVE`` (waiting threads sleep at once; the policy must be set before
+torch starts, so a notebook cannot choose it): if the ratio falls to about 1 there, spinning
+is the cause.
+
 Prints one line per condition, then ``RESULT threads_two_over_one_<condition> <ratio>`` for
-each, the busiest condition last. The chapters use one thread where the ratio is >= 1.
+each (``busy1_passive`` last). The chapters use one thread where the ratio is >= 1.
 
     python benchmarks/threads.py [--rounds 7]
 """
@@ -89,30 +97,52 @@ def measure(run: Callable[[], None], rounds: int) -> tuple[float, float, float]:
     return statistics.median(ratios), statistics.median(ones), statistics.median(twos)
 
 
+def measure_busy(run: Callable[[], None], busy: int, rounds: int, name: str) -> float:
+    """The paired ratio while ``busy`` other processes spin; prints one line."""
+    hogs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(busy)]
+    try:
+        time.sleep(0.5 if busy else 0)
+        ratio, one, two = measure(run, rounds)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(
+        f"{name:>13} ({busy} busy process{'es' if busy != 1 else ''}): one thread "
+        f"{one * 1000:.0f} ms, two threads {two * 1000:.0f} ms, two/one {ratio:.2f}",
+        flush=True,
+    )
+    return ratio
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--passive-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    load = os.getloadavg()[0]
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, load average {load:.2f}")
     run = workload()
     seconds(run, 1)  # warm-up: first calls pay one-off costs
-    results = {}
-    for busy in (0, 1, 2):
-        hogs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(busy)]
-        try:
-            time.sleep(0.5 if busy else 0)
-            ratio, one, two = measure(run, args.rounds)
-        finally:
-            for hog in hogs:
-                hog.kill()
-                hog.wait()
-        name = "idle" if busy == 0 else f"busy{busy}"
-        results[name] = ratio
-        print(
-            f"{name:>6} ({busy} busy process{'es' if busy != 1 else ''}): one thread "
-            f"{one * 1000:.0f} ms, two threads {two * 1000:.0f} ms, two/one {ratio:.2f}"
+    if args.passive_child:
+        print(f"RATIO {measure_busy(run, 1, args.rounds, 'busy1_passive'):.4f}")
+        return
+    load = os.getloadavg()[0]
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    results = {
+        "idle" if busy == 0 else f"busy{busy}": measure_busy(
+            run, busy, args.rounds, "idle" if busy == 0 else f"busy{busy}"
         )
+        for busy in (0, 1, 2)
+    }
+    child = subprocess.run(
+        [sys.executable, __file__, "--passive-child", "--rounds", str(args.rounds)],
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = child.stdout.splitlines()
+    print(lines[0])
+    results["busy1_passive"] = float(lines[-1].split()[1])
     for name, ratio in results.items():
         print(f"RESULT threads_two_over_one_{name} {ratio:.2f}")
 
