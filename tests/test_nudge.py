@@ -4,9 +4,9 @@
 path (AVX2, one thread) with ``.ci/nudge/nudge_last_bits.py`` as the kernel's start-up file,
 which moves the last bit of every matrix product, softmax and normalisation. This test builds
 a notebook of planted cells, each printing a figure that depends on the last bits (the loss
-after 300 steps of live float32 training at a large learning rate, 8 seeds, at 3 and at 2
-decimals, and chapter 1's former gradient-growth rate of a tanh RNN at gain 6, a chaotic
-recurrence), and of control cells that print what every machine computes alike (exact
+after 300 steps of live float32 training at a large learning rate, 8 seeds trained once
+each and printed at 3 and at 2 decimals, and chapter 1's former gradient-growth rate of a
+tanh RNN at gain 6, a chaotic recurrence), and of control cells that print what every machine computes alike (exact
 integers, a softmax to 4 decimals, two identical forward passes, an operator count). It
 executes the notebook once as a reader's machine would and once as the perturbed pass does,
 and compares the outputs cell by cell: the planted cells must change, the controls must not.
@@ -31,6 +31,8 @@ FORCED_PATH = {
 }
 
 SET_UP = """
+import functools
+
 import torch
 from lecturekit import Transformer, TransformerConfig
 from lecturekit.chapters.ch01_rnn import rnn_gradient_norms
@@ -41,6 +43,7 @@ torch.set_num_threads(1)
 task = make_task("reverse", n_train=512, n_valid=16, n_test=16, seed=0)
 
 
+@functools.cache  # the 2-decimal cells print the same trainings as the 3-decimal ones
 def final_loss(seed):
     torch.manual_seed(seed)
     config = TransformerConfig(
@@ -117,6 +120,7 @@ def test_perturbed_pass_catches_planted_cells_and_spares_controls(
     assert all(plain[i] for i in controls), plain
     assert [i for i in controls if plain[i] != nudged[i]] == []
     assert n_planted in caught, "the chaotic RNN cell was not caught"
-    # Measured on the machine that wrote this test: 16 of the 17. A 2-decimal print can
-    # survive a perturbation by chance, so the bar leaves room for another machine's draw.
+    # Measured on the machine that wrote this test (Sapphire Rapids): all 17; the AVX2 path
+    # alone catches 15 (8 + 6 + the RNN), the nudge alone 14 (7 + 7). A print can survive
+    # one perturbation by chance, so the bar leaves room for another machine's draw.
     assert len(caught) >= 13, f"caught {len(caught)} of {n_planted}: {caught}"
