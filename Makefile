@@ -146,7 +146,7 @@ lint: $(PIP_STAMP)
 
 unit: $(PIP_STAMP)
 	@echo "==> [2/8] unit tests"
-	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/kernels -q
+	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/kernels -q --durations=10
 
 kernels: $(PIP_STAMP)
 	@echo "==> [3/8] Triton kernels under the interpreter (TRITON_INTERPRET=1)"
