@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from lecturekit.chapters.capstone_input import plain_letters
 from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.chapters.capstone_sentences import (
     FusedIME,
@@ -68,6 +69,7 @@ def test_split_syllables_finds_a_split_whenever_one_exists() -> None:
         s = "".join(rng.sample(ordered, rng.randint(1, 5)))
         if rng.random() < 0.3:  # damage some strings
             s = s[:-1] + rng.choice("bcdfgkv")
+        s = plain_letters(s)  # what split_syllables reads (jv, qv, xv, yv are ju, qu, xu, yu)
         if _splittable(s, vocab):
             pieces = split_syllables(s)
             assert "".join(pieces) == s and all(p in vocab for p in pieces)
@@ -181,7 +183,7 @@ def test_fused_ime_is_the_hmm_at_weight_zero_and_the_tagger_at_a_huge_weight() -
         scored = {
             text: score
             + weight * sum(lp[t, vocabs[1].token_to_id(c)].item() for t, c in enumerate(text))
-            for text, score in hmm.scored(pinyin, k=10**6)
+            for text, score in hmm.scored(pinyin, k=hmm.max_candidates)
         }
         assert len(scored) == np.prod([len(o) for o in options])  # every sequence
         best = max(scored, key=scored.get)
@@ -396,7 +398,9 @@ def test_transformer_ime_with_exact_length_writes_one_character_per_syllable() -
     free = TransformerIME(model, *vocabs, beam_size=3)
     exact = TransformerIME(model, *vocabs, beam_size=3, exact_length=True)
     rows = free.candidates(inputs, 3)
-    assert any(len(c) != len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row)
+    # by default the model decides the length, up to one character per syllable (an
+    # unfinished hypothesis one step longer is never let through)
+    assert all(len(c) <= len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row)
     for pinyin, row in zip(inputs, exact.scored_candidates(inputs, 3), strict=True):
         n = len(pinyin.split())
         assert all(len(c) == n for c, _ in row)
@@ -462,3 +466,32 @@ def test_another_seed_leaves_the_shipped_sentence_history(tmp_path) -> None:
     )["history"]
     gap = abs(rebuilt["train_loss"][0] - shipped["train_loss"][0]) / shipped["train_loss"][0]
     assert gap > 2 * SENTENCE_LOSS_TOLERANCE
+
+
+def test_split_syllables_of_a_long_unspaced_run_and_of_an_empty_vocabulary() -> None:
+    assert split_syllables("nihao" * 400) == ["ni", "hao"] * 400  # no recursion limit
+    assert split_syllables("NI3hao3 lü") == ["ni", "hao", "lv"]
+    with pytest.raises(ValueError, match="syllables must be a non-empty set"):
+        split_syllables("ni", frozenset())
+
+
+def test_tagger_and_fused_ime_read_input_as_the_other_engines_and_bound_k() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    tagger = TaggerIME(_tagger(vocabs), *vocabs)
+    fused = FusedIME(tagger, NgramIME(PAIRS, 3), 0.5)
+    for ime in (tagger, fused):
+        assert ime.candidates(["Wǒ ÀI zu3guo2"], 2) == ime.candidates(["wo ai zu guo"], 2)
+        with pytest.raises(ValueError, match="'nihao', which is not one syllable.*'ni hao'"):
+            ime.candidates(["nihao"], 1)  # once tagged as one confident <unk> character
+        with pytest.raises(ValueError, match="'wp', which is not a pinyin syllable"):
+            ime.candidates(["wp ai"], 1)
+        with pytest.raises(ValueError, match="pinyins: every input needs at least one syllable"):
+            ime.candidates([""], 1)
+        limit = ime.max_candidates
+        with pytest.raises(ValueError, match=f"at most {limit} candidates, got k={10**9}"):
+            ime.candidates(["wo ai"], 10**9)
+    assert (tagger.max_candidates, fused.max_candidates) == (100, 100)  # the exact trigram's
+    with pytest.raises(ValueError, match="k: this system gives at most 100"):
+        ime_candidates(_tagger(vocabs), *vocabs, "woai", k=10**9)
+    with pytest.raises(TypeError, match="model must be the encoder-decoder"):
+        ime_candidates(_tagger(vocabs), *vocabs, "woai", k=2)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lecturekit._common import check_int, check_number
+from lecturekit.chapters.capstone_input import check_k, normalize_pinyin, read_pinyins
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -154,7 +155,8 @@ class NgramIME:
     ``pairs``: training ``(pinyin, text)`` clauses; ``order``: 1 (unigram: each syllable's
     most frequent character), 2 (bigram HMM) or 3 (trigram HMM); ``discount``: the
     Kneser-Ney discount (order 1 ignores it and uses 0); ``beam``: the most paths kept
-    after each step (None: all, exact).
+    after each step (None: all, exact). ``max_candidates``: the largest ``k`` one call may ask
+    for (1,000; 100 for the exact trigram search, whose memory grows with ``k``).
     """
 
     def __init__(
@@ -171,7 +173,9 @@ class NgramIME:
         self.stoi = {c: i for i, c in enumerate(self.itos)}
         self.order, self.beam = order, beam
         self.name = {1: "unigram", 2: "bigram HMM", 3: "trigram HMM"}[order]
-        self.max_candidates = 1_000
+        # the exact trigram search keeps k paths per pair of characters: its memory grows as
+        # k x characters^2 per step (k = 100: about 0.5 GB on the most ambiguous clauses)
+        self.max_candidates = 100 if order == 3 and beam is None else 1_000
         self.lm = KneserNeyLM(
             [[self.stoi[c] for c in text] for _, text in pairs],
             len(self.itos),
@@ -210,29 +214,41 @@ class NgramIME:
             self._memo.clear()  # the memoised log-probabilities belong to the old discount
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each pinyin clause its ``k`` best character strings, best first."""
-        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
-            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
-        return [[text for text, _ in self.scored(p, k)] for p in pinyins]
+        """For each pinyin clause its ``k`` best character strings, best first (at most
+        ``max_candidates``; the input is read by :func:`~lecturekit.chapters.capstone_input
+        .read_pinyins`: a piece that is not a pinyin syllable is refused)."""
+        check_k(k, self.max_candidates)
+        rows = read_pinyins(pinyins, self.emission)
+        return [[text for text, _ in self._scored(s, k)] for s in rows]
 
     def scored(
         self, pinyin: str, k: int = 1, bonus: np.ndarray | None = None
     ) -> list[tuple[str, float]]:
-        """The ``k`` best ``(text, log score)`` for one clause, best first; a syllable never
-        seen in training is written :data:`UNKNOWN_CHAR` (and scores nothing).
+        """The ``k`` best ``(text, log score)`` for one clause, best first (``k`` at most
+        ``max_candidates``); a pinyin syllable never seen in training is written
+        :data:`UNKNOWN_CHAR` (and scores nothing), a piece that is not a pinyin syllable is
+        refused (:func:`~lecturekit.chapters.capstone_input.normalize_pinyin`).
 
         ``bonus`` ``(T, len(itos))``, one row per syllable: a log-score added to each
         character's emission at that syllable (another model's opinion, as
         :class:`~lecturekit.chapters.capstone_sentences.FusedIME` gives it); None adds
         nothing. The search stays exact in the same way: the bonus depends on the position
         and the character, not on the path."""
-        check_int("k", k, 1)
-        steps = [self.emission.get(s) for s in pinyin.split()]
+        check_k(k, self.max_candidates)
+        return self._scored(normalize_pinyin(pinyin, self.emission), k, bonus)
+
+    def _scored(
+        self, syllables: list[str], k: int, bonus: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """:meth:`scored` of checked, normalised ``syllables``."""
+        steps = [self.emission.get(s) for s in syllables]
         if bonus is not None:
-            if bonus.shape != (len(steps), len(self.itos)) or np.isnan(bonus).any():
+            bonus = np.asarray(bonus, dtype=np.float64)
+            bad = np.isnan(bonus).any() or np.isposinf(bonus).any()
+            if bad or bonus.shape != (len(steps), len(self.itos)):
                 raise ValueError(
-                    f"bonus must be a NaN-free array of shape (syllables, characters) = "
-                    f"{(len(steps), len(self.itos))}, got {bonus.shape}"
+                    f"bonus must be an array of shape (syllables, characters) = "
+                    f"{(len(steps), len(self.itos))} without NaN or +inf, got {bonus.shape}"
                 )
             steps = [
                 None if step is None else (step[0], step[1] + bonus[t, step[0]])
