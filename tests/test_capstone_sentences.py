@@ -495,3 +495,61 @@ def test_tagger_and_fused_ime_read_input_as_the_other_engines_and_bound_k() -> N
         ime_candidates(_tagger(vocabs), *vocabs, "woai", k=10**9)
     with pytest.raises(TypeError, match="model must be the encoder-decoder"):
         ime_candidates(_tagger(vocabs), *vocabs, "woai", k=2)
+
+
+@pytest.mark.parametrize("kind", ["at", "nat"])
+def test_training_refuses_nan_and_never_overwrites_a_good_file(kind, tmp_path) -> None:
+    recipe, split = _tiny_recipe(kind), _tiny_split()
+    out, state = tmp_path / "o.pt", tmp_path / "s.pt"
+    ps.train_sentences(recipe, max_steps=1, threads=1, split=split, state_file=state, out=out)
+    good_out, good_state = out.read_bytes(), state.read_bytes()
+    wild = dataclasses.replace(recipe, peak_lr=1e37, total_steps=30, save_every=1)
+    with pytest.raises(FloatingPointError, match="became"):  # as fit raises it
+        ps.train_sentences(
+            wild, threads=1, split=split, state_file=tmp_path / "w.pt", out=tmp_path / "w-out.pt"
+        )
+    assert not (tmp_path / "w-out.pt").exists()  # nothing shipped
+    if (tmp_path / "w.pt").exists():  # any state saved on the way holds finite weights
+        saved = torch.load(tmp_path / "w.pt", weights_only=True)
+        assert all(v.isfinite().all() for v in saved["model"].values())
+    assert out.read_bytes() == good_out and state.read_bytes() == good_state
+    with pytest.raises(ValueError, match="warmup_steps"):
+        dataclasses.replace(recipe, warmup_steps=0)
+
+
+def test_damaged_sentence_files_and_states_are_refused_clearly(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    out, state = tmp_path / "o.pt", tmp_path / "s.pt"
+    ps.train_sentences(recipe, max_steps=1, threads=1, split=split, state_file=state, out=out)
+    data = {"out": out.read_bytes(), "state": state.read_bytes()}
+    bad = tmp_path / "bad.pt"
+    at_file = tmp_path / "at.pt"
+    ps.train_sentences(
+        _tiny_recipe("at"), max_steps=1, threads=1, split=split, state_file=tmp_path / "as.pt",
+        out=at_file,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="holds a model of recipe 'test-at' \\(kind 'at'\\)"):
+        ps.load_sentence_model(recipe, at_file)
+    damages = {
+        "truncated": lambda b: b[: len(b) // 2],
+        "empty": lambda b: b"",
+        "another format": lambda b: b"PK\x03\x04" + b[4:100],
+        "garbage": lambda b: bytes(range(256)) * 4,
+    }
+    for damage in damages.values():
+        bad.write_bytes(damage(data["out"]))
+        with pytest.raises(ValueError, match="is damaged"):
+            ps.load_sentence_model(recipe, bad)
+        bad.write_bytes(damage(data["state"]))
+        with pytest.raises(ValueError, match="is damaged"):
+            ps.train_sentences(recipe, threads=1, split=split, state_file=bad, out=out)
+    saved = torch.load(state, weights_only=True)
+    for key in ("model", "optimizer", "rng"):
+        edited = {k: v for k, v in saved.items() if k not in (key, "checksum")}
+        torch.save(edited, bad)  # no checksum: an old state, continued if it is whole
+        with pytest.raises(ValueError, match=f"is damaged \\(its '{key}' entry is nothing\\)"):
+            ps.train_sentences(recipe, threads=1, split=split, state_file=bad, out=out)
+    shipped = torch.load(out, weights_only=True)
+    torch.save({k: v for k, v in shipped.items() if k != "state"}, bad)
+    with pytest.raises(ValueError, match="damaged"):
+        ps.load_sentence_model(recipe, bad)
