@@ -131,9 +131,9 @@ def sentence_checkpoint_path(name: str) -> Path:
 def state_path(name: str) -> Path:
     """The training state of recipe ``name`` between pieces (outside the package, in
     ``lecturekit.data.pinyin.cache_dir()``; never shipped)."""
-    from lecturekit.data.pinyin import cache_dir
+    from lecturekit.data.pinyin import _cache_folder
 
-    return cache_dir() / "training" / f"{_recipe(name).name}.state.pt"
+    return _cache_folder(None) / "training" / f"{_recipe(name).name}.state.pt"
 
 
 def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
