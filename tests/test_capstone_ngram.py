@@ -223,3 +223,21 @@ def test_input_is_normalised_and_what_is_no_syllable_is_refused() -> None:
         ime.candidates([b"ni hao", None], 1)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="bonus must be an array"):
         ime.scored("ni hao", 1, bonus=np.full((2, len(ime.itos)), np.nan))
+
+
+def test_small_misuses_get_errors_that_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="pairs must be a non-empty list"):
+        NgramIME([], 2)
+    with pytest.raises(TypeError, match=r"pairs\[0\] must hold two str"):
+        NgramIME([(b"a b", "甲丁")], 2)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="denominator must be >= 0 with a positive sum"):
+        bootstrap_interval(np.zeros(3), np.zeros(3))  # no characters: no error rate
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_interval(np.ones(3), n_resamples=10**9)
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap_interval(np.array([1.0, np.nan]))
+    pairs = _toy_pairs(20)
+    with pytest.raises(ValueError, match="decode must return one list of candidates per clause"):
+        evaluate_clauses(lambda pinyins, k: None, pairs)
+    with pytest.raises(ValueError, match="decode must return lists of candidate strings"):
+        evaluate_clauses(lambda pinyins, k: [[None]] * len(pinyins), pairs)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_analysis import near_diagonal_chance as near_diagonal_chance
     from lecturekit.chapters.capstone_analysis import paired_cer_difference as paired_cer_difference
     from lecturekit.chapters.capstone_input import check_k as check_k
+    from lecturekit.chapters.capstone_input import check_pairs as check_pairs
     from lecturekit.chapters.capstone_input import normalize_pinyin as normalize_pinyin
     from lecturekit.chapters.capstone_input import pinyin_syllables as pinyin_syllables
     from lecturekit.chapters.capstone_input import plain_letters as plain_letters

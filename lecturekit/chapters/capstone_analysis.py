@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_number, check_type
-from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR
+from lecturekit.chapters.capstone_ngram import MAX_RESAMPLES, UNKNOWN_CHAR
 from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
 from lecturekit.chapters.capstone_sentences import (
     ime_candidates,
@@ -318,7 +318,7 @@ def paired_cer_difference(
     a clause came from) it draws whole groups with replacement (cluster bootstrap), so the
     interval also covers the variation from group to group.
     """
-    check_int("n_resamples", n_resamples, 1)
+    check_int("n_resamples", n_resamples, 1, MAX_RESAMPLES)
     check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
     a, b, n = (np.asarray(x, dtype=float) for x in (edits_a, edits_b, chars))
     if a.ndim != 1 or not a.shape == b.shape == n.shape or len(a) == 0:

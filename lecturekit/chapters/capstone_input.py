@@ -30,6 +30,7 @@ __all__ = [
     "read_pinyins",
     "split_syllables",
     "check_k",
+    "check_pairs",
 ]
 
 _TONE_MARKS = re.compile("[\u0300-\u036f]")  # combining accents left by NFD (ü's ¨ taken first)
@@ -165,3 +166,17 @@ def check_k(k: int, limit: int | None = None, name: str = "k") -> None:
         raise ValueError(f"{name}: expected a positive int, got {k!r}")
     if limit is not None and k > limit:
         raise ValueError(f"{name}: this system gives at most {limit} candidates, got {name}={k}")
+
+
+def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """``pairs`` are training clauses: a non-empty list of ``(pinyin, text)`` string pairs
+    (``TypeError`` / ``ValueError`` naming the first that is not)."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
+        raise ValueError(
+            f"pairs must be a non-empty list of (pinyin, text) clauses, got {pairs!r:.80}"
+        )
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"pairs[{i}] must be a (pinyin, text) pair, got {pair!r:.80}")
+        if not all(isinstance(x, str) for x in pair):
+            raise TypeError(f"pairs[{i}] must hold two str, got {pair!r:.80}")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lecturekit._common import check_int, check_number
-from lecturekit.chapters.capstone_input import check_k, normalize_pinyin, read_pinyins
+from lecturekit.chapters.capstone_input import check_k, check_pairs, normalize_pinyin, read_pinyins
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
 
 BOS, EOS = 0, 1  # ids of the sentence start and end in every KneserNeyLM
 UNKNOWN_CHAR = "□"  # written for a syllable that no training character was read as
+MAX_RESAMPLES = 100_000  # bootstrap draws: n_resamples x clauses indices are held at once
 
 
 def _encode(grams: np.ndarray, base: int) -> np.ndarray:
@@ -168,6 +169,7 @@ class NgramIME:
     ) -> None:
         check_int("order", order, 1, 3)
         check_int("beam", beam, 1, optional=True)
+        check_pairs(pairs)
         chars = sorted({c for _, text in pairs for c in text})
         self.itos = ["<s>", "</s>", *chars]
         self.stoi = {c: i for i, c in enumerate(self.itos)}
@@ -374,8 +376,9 @@ def bootstrap_interval(
 ) -> tuple[float, float, float]:
     """``(estimate, low, high)`` of ``sum(numerator) / sum(denominator)`` (the mean when
     ``denominator`` is None) and its percentile bootstrap interval: clauses ``(N,)`` drawn
-    with replacement ``n_resamples`` times by ``numpy.random.default_rng(seed)``."""
-    check_int("n_resamples", n_resamples, 1)
+    with replacement ``n_resamples`` times (at most ``MAX_RESAMPLES``) by
+    ``numpy.random.default_rng(seed)``."""
+    check_int("n_resamples", n_resamples, 1, MAX_RESAMPLES)
     check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
     numerator = np.asarray(numerator, dtype=float)
     denominator = np.ones_like(numerator) if denominator is None else np.asarray(denominator)
@@ -384,9 +387,19 @@ def bootstrap_interval(
             f"numerator and denominator must be equal non-empty 1-d arrays, got shapes "
             f"{numerator.shape} and {denominator.shape}"
         )
+    if not (np.isfinite(numerator).all() and np.isfinite(denominator).all()):
+        raise ValueError("numerator and denominator must hold finite numbers (no NaN or inf)")
+    if (denominator < 0).any() or denominator.sum() == 0:
+        raise ValueError(
+            "denominator must be >= 0 with a positive sum (e.g. reference lengths: clauses "
+            f"with no characters have no error rate), got a sum of {denominator.sum()}"
+        )
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(numerator), size=(n_resamples, len(numerator)))
-    ratios = numerator[draws].sum(axis=1) / denominator[draws].sum(axis=1)
+    totals = denominator[draws].sum(axis=1)
+    if (totals == 0).any():  # a resample of zero-denominator items only: no ratio exists
+        raise ValueError("denominator: too many zeros; leave out the items whose denominator is 0")
+    ratios = numerator[draws].sum(axis=1) / totals
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(numerator.sum() / denominator.sum()), float(low), float(high)
@@ -420,9 +433,19 @@ def evaluate_clauses(
     ``candidates``), time it and score it with 95 % bootstrap intervals (seeded)."""
     if not pairs:
         raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+    check_int("k", k, 1)
     start = time.perf_counter()
     answers = decode([p for p, _ in pairs], k)
     elapsed = time.perf_counter() - start
+    if not isinstance(answers, (list, tuple)) or len(answers) != len(pairs):
+        raise ValueError(
+            f"decode must return one list of candidates per clause ({len(pairs)}), got "
+            f"{answers!r:.80}"
+        )
+    if not all(
+        isinstance(c, (list, tuple)) and all(isinstance(t, str) for t in c) for c in answers
+    ):
+        raise ValueError("decode must return lists of candidate strings, best first")
     s = sentence_scores(answers, [t for _, t in pairs], k)
     return ClauseScores(
         cer=bootstrap_interval(s["edits"], s["chars"], seed=seed),
