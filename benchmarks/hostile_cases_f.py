@@ -134,7 +134,7 @@ def _fit_tensors(dtype: Any = None) -> Any:
     return fit(pairs)
 
 
-result("training", "fit_integer_tensor_pairs", _fit_tensors, lambda h: len(h.train_loss) > 0)
+result("training", "fit_integer_tensor_pairs", _fit_tensors, lambda h: len(h.loss) > 0)
 error("training", "fit_float_tensor_pairs", lambda: _fit_tensors(_t().float32), "source", "int")
 error("training", "fit_2d_tensor_pairs", lambda: fit([(_t().tensor([[4, 5]]), [4])] * 4), "source")
 

@@ -461,3 +461,16 @@ def test_fit_and_decoding_refuse_a_model_on_the_meta_device() -> None:
         fit(model, pairs, None, train)
     with pytest.raises(ValueError, match="meta device"):
         greedy(model, torch.tensor([[4, 5, 6]]), 5)
+
+
+def test_fit_accepts_integer_tensor_pairs_and_says_which_type_it_expects(make_tiny_model) -> None:
+    def run(pairs):
+        model = make_tiny_model()
+        config = TrainConfig(epochs=1, batch_size=2, progress=False, device="cpu", warmup_steps=2)
+        return fit(model, pairs, None, config).loss
+
+    lists = [([19 % 13, 4, 5], [4, 5]), ([6, 7], [8])] * 2
+    tensors = [(torch.tensor(s), torch.tensor(t)) for s, t in lists]
+    assert run(tensors) == run(lists)
+    with pytest.raises(TypeError, match="train\\[0\\] source must be a list of int ids or a 1-d"):
+        run([(torch.tensor([4.0, 5.0]), torch.tensor([4]))] * 4)

@@ -86,10 +86,7 @@ def normalize_pinyin(pinyin: str, known: Container[str] = frozenset()) -> list[s
 
 def _not_a_syllable(piece: str) -> str:
     """Why ``piece`` is refused and what to type instead."""
-    try:
-        split = _split_piece(piece, pinyin_syllables()) if len(piece) <= 200 else None
-    except ValueError:
-        split = None
+    split = _split_piece(piece, pinyin_syllables())
     if split is not None and len(split) > 1:
         return f"which is not one syllable: separate syllables with spaces ({' '.join(split)!r})"
     return (
