@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # annotations only: importing this module never imports torch
     from torch import Tensor
 
 __all__ = [
+    "check_has_data",
     "PAD_ID",
     "BOS_ID",
     "EOS_ID",
@@ -366,4 +367,15 @@ def check_memory(memory: Any, d_model: int, batch: int | None = None) -> None:
         raise ValueError(
             f"memory and tgt must have the same batch size, got memory batch "
             f"{memory.size(0)} and tgt batch {batch}"
+        )
+
+
+def check_has_data(name: str, model: Any) -> None:
+    """``model``'s weights hold data: a model built on the ``meta`` device (shapes only) is
+    refused with the fix, not with torch's "Cannot copy out of meta tensor" deep inside."""
+    parameters = getattr(model, "parameters", None)
+    if callable(parameters) and any(p.is_meta for p in parameters()):
+        raise ValueError(
+            f"{name} has its weights on the meta device (shapes, no data): materialise them "
+            "with model.to_empty(device='cpu') and initialise them (or load a checkpoint)"
         )

@@ -98,3 +98,9 @@ def test_shipped_reverse_small_keeps_its_last_checkpoints() -> None:
         pretrained.checkpoints("reverse-tiny")
     with pytest.raises(ValueError, match="go together"):
         pretrained.Recipe("x", "x", "reverse", {}, {}, checkpoint_every=5)
+
+
+def test_average_checkpoints_refuses_models_instead_of_state_dicts() -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="states\\[0\\] must be a state dict \\(model.state_dict"):
+        average_checkpoints([model, model])

@@ -254,3 +254,12 @@ def test_cache_refuses_a_mask_it_would_ignore(mask, make_tiny_model):
         with pytest.raises(ValueError, match="memory must be None with a KV cache"):
             model.decoder.layers[0](x, model.encode(src), cache=cache[0])
     assert len(cache) == 0  # refused before anything was written
+
+
+def test_a_cache_of_another_model_is_refused(make_tiny_model):
+    model = make_tiny_model()
+    other = make_tiny_model(d_model=32, n_decoder_layers=2)
+    src = torch.tensor([[4, 5, 6]])
+    cache = other.init_cache(other.encode(src))
+    with pytest.raises(ValueError, match="cache must come from this model's init_cache"):
+        model.decode_step(torch.tensor([1]), cache)

@@ -73,12 +73,18 @@ def test_syllable_unigram_gives_the_k_most_probable_clauses() -> None:
 
 def test_syllable_unigram_writes_the_unknown_mark_for_unseen_syllables() -> None:
     ime = SyllableUnigram(PAIRS)
-    assert ime.candidates(["li zzz jian"], 2) == [[f"历{UNKNOWN_CHAR}见", f"历{UNKNOWN_CHAR}间"]]
-    assert ime.candidates(["zzz"], 3) == [[UNKNOWN_CHAR]]
-    with pytest.raises(TypeError, match="pinyins must be a list"):
+    # a pinyin syllable never seen is marked; what is no syllable is refused, as everywhere
+    assert ime.candidates(["li zhuang jian"], 2) == [[f"历{UNKNOWN_CHAR}见", f"历{UNKNOWN_CHAR}间"]]
+    assert ime.candidates(["zhuang"], 3) == [[UNKNOWN_CHAR]]
+    assert ime.candidates(["LI4 Jiàn"], 1) == ime.candidates(["li jian"], 1)
+    with pytest.raises(ValueError, match="'zzz', which is not a pinyin syllable"):
+        ime.candidates(["li zzz jian"], 2)
+    with pytest.raises(TypeError, match="pinyins: expected a list"):
         ime.candidates("shi", 1)
-    with pytest.raises(ValueError, match="k must be in"):
+    with pytest.raises(ValueError, match="k: expected a positive int"):
         ime.candidates(["shi"], 0)
+    with pytest.raises(ValueError, match="k: this system gives at most 1000"):
+        ime.candidates(["shi"], 10**9)
     with pytest.raises(ValueError, match="pairs must hold"):
         SyllableUnigram([])
 

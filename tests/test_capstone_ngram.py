@@ -139,8 +139,11 @@ def test_a_beam_never_beats_the_exact_search_and_unknown_syllables_are_marked() 
     exact, narrow = NgramIME(pairs, 3, 0.6), NgramIME(pairs, 3, 0.6, beam=2)
     for pinyin in ["a b c a", "c c a b b", "a a a a a a"]:
         assert narrow.scored(pinyin)[0][1] <= exact.scored(pinyin)[0][1] + 1e-12
-    assert exact.candidates(["a zzz b"], 1)[0][0][1] == UNKNOWN_CHAR
-    assert exact.candidates(["zzz"], 3) == [[UNKNOWN_CHAR]]
+    # a pinyin syllable never seen in training is marked; what is no syllable is refused
+    assert exact.candidates(["a shi b"], 1)[0][0][1] == UNKNOWN_CHAR
+    assert exact.candidates(["zhuang"], 3) == [[UNKNOWN_CHAR]]
+    with pytest.raises(ValueError, match="'zzz', which is not a pinyin syllable"):
+        exact.candidates(["a zzz b"], 1)
 
 
 def test_set_discount_changes_the_scores_without_refitting() -> None:
@@ -150,7 +153,7 @@ def test_set_discount_changes_the_scores_without_refitting() -> None:
     assert ime.lm.discount == 0.9 and ime.scored("a b c")[0][1] != before
     with pytest.raises(ValueError, match="discount"):
         ime.set_discount(1.0)
-    with pytest.raises(TypeError, match="pinyins must be a list"):
+    with pytest.raises(TypeError, match="pinyins: expected a list"):
         ime.candidates("a b", 1)
     with pytest.raises(ValueError, match="order"):
         NgramIME(_toy_pairs(10), 4)
@@ -192,3 +195,49 @@ def test_evaluate_clauses_scores_and_times_a_system() -> None:
     perfect = evaluate_clauses(lambda ps, k: [[t] for _, t in pairs], pairs)
     assert perfect.cer == (0.0, 0.0, 0.0) and perfect.exact[0] == 1.0
     assert "0.000 [0.000, 0.000]" in perfect.row("oracle")
+
+
+def test_k_is_bounded_by_max_candidates_before_any_search() -> None:
+    pairs = _toy_pairs(100)
+    exact3, beam3, bigram = NgramIME(pairs, 3), NgramIME(pairs, 3, beam=4), NgramIME(pairs, 2)
+    assert (exact3.max_candidates, beam3.max_candidates, bigram.max_candidates) == (100, 1000, 1000)
+    for ime in (exact3, beam3, bigram):
+        limit = ime.max_candidates
+        assert len(ime.candidates(["a b c"], limit)[0]) <= limit  # the bound itself is served
+        for k in (limit + 1, 10**9):
+            with pytest.raises(ValueError, match=f"at most {limit} candidates, got k={k}"):
+                ime.candidates(["a b c a b c a b"], k)
+            with pytest.raises(ValueError, match=f"at most {limit} candidates"):
+                ime.scored("a b c a b c", k)
+
+
+def test_input_is_normalised_and_what_is_no_syllable_is_refused() -> None:
+    ime = NgramIME([("ni hao", "你好"), ("lv se", "绿色"), ("xue xi", "学习")], 2)
+    typed = ["Nǐ hǎo", "NI3HAO3", " ni   hao ", "lü sè", "xüe xi2"]
+    assert [c[0] for c in ime.candidates(typed, 1)] == ["你好"] * 3 + ["绿色", "学习"]
+    with pytest.raises(ValueError, match="'nihao', which is not one syllable.*'ni hao'"):
+        ime.candidates(["nihao"], 1)
+    with pytest.raises(ValueError, match="at least one syllable"):
+        ime.scored("  ")
+    with pytest.raises(TypeError, match="every input must be a str"):
+        ime.candidates([b"ni hao", None], 1)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="bonus must be an array"):
+        ime.scored("ni hao", 1, bonus=np.full((2, len(ime.itos)), np.nan))
+
+
+def test_small_misuses_get_errors_that_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="pairs must be a non-empty list"):
+        NgramIME([], 2)
+    with pytest.raises(TypeError, match=r"pairs\[0\] must hold two str"):
+        NgramIME([(b"a b", "甲丁")], 2)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="denominator must be >= 0 with a positive sum"):
+        bootstrap_interval(np.zeros(3), np.zeros(3))  # no characters: no error rate
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_interval(np.ones(3), n_resamples=10**9)
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap_interval(np.array([1.0, np.nan]))
+    pairs = _toy_pairs(20)
+    with pytest.raises(ValueError, match="decode must return one list of candidates per clause"):
+        evaluate_clauses(lambda pinyins, k: None, pairs)
+    with pytest.raises(ValueError, match="decode must return lists of candidate strings"):
+        evaluate_clauses(lambda pinyins, k: [[None]] * len(pinyins), pairs)

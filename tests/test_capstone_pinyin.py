@@ -35,7 +35,9 @@ def test_hmm_uses_its_own_spelling_of_u_umlaut() -> None:
     assert hmm.spell("xue xi lv nve") == ["xve", "xi", "lv", "nve"]
     (cands,) = hmm.candidates(["ji qi xue xi"], 3)
     assert cands[0] == "机器学习" and len(cands) == 3
-    assert hmm.candidates(["qqq"], 3) == [[]]  # not a syllable: no answer, no crash
+    with pytest.raises(ValueError, match="'qqq', which is not a pinyin syllable"):
+        hmm.candidates(["qqq"], 3)  # not a syllable: refused, as by every engine
+    assert hmm.candidates(["Xué xi2"], 3) == hmm.candidates(["xue xi"], 3)  # normalised
     # k is bounded by max_candidates: refused before any decoding, not after minutes of it
     with pytest.raises(ValueError, match="at most 1000 candidates, got k=1000000000"):
         hmm.candidates(["xue xue xue xue"], k=10**9)
@@ -80,7 +82,7 @@ def test_transformer_ime_candidates_match_greedy_and_are_ranked(ime) -> None:
         assert len(row) == 5 and probs == sorted(probs, reverse=True) and sum(probs) <= 1
     greedy_ime = TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=1)
     one_by_one = [
-        [ime.tgt_vocab.decode(greedy(ime.model, ime.encode([p]), len(p.split()) + 1).tokens[0])]
+        [ime.tgt_vocab.decode(greedy(ime.model, ime.encode([p]), len(p.split())).tokens[0])]
         for p in inputs
     ]
     assert greedy_ime.candidates(inputs, 1) == one_by_one  # batching changes nothing
@@ -120,8 +122,17 @@ def test_step_by_step_decoding_and_cross_attention(ime) -> None:
 def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:
     with pytest.raises(TypeError, match="pinyins: expected a list"):
         ime.candidates("shi shi", 1)  # a single string, not a list
-    with pytest.raises(ValueError, match="syllables the model does not know: \\['shì'\\]"):
-        ime.candidates(["shì shi"], 1)
+    # what is unambiguous is normalised: case, tone marks and numbers, spacing, ü
+    assert ime.candidates(["Shì  SHI3"], 2) == ime.candidates(["shi shi"], 2)
+    assert ime.encode(["nü lü'xue"]).tolist() == ime.encode(["nv lv xue"]).tolist()
+    with pytest.raises(ValueError, match="'nihao', which is not one syllable.*'ni hao'"):
+        ime.candidates(["nihao"], 1)
+    with pytest.raises(ValueError, match="'hoa', which is not a pinyin syllable"):
+        ime.candidates(["ni hoa"], 1)
+    with pytest.raises(TypeError, match="every input must be a str"):
+        ime.candidates([b"ni hao"], 1)
+    with pytest.raises(ValueError, match="top: this system gives at most"):
+        next_char_steps(ime, "shi", top=10**9)
     with pytest.raises(ValueError, match="at least one syllable"):
         ime.candidates(["  "], 1)
     with pytest.raises(ValueError, match="k: expected a positive int"):

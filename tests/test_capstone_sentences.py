@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from lecturekit.chapters.capstone_input import plain_letters
 from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.chapters.capstone_sentences import (
     FusedIME,
@@ -68,6 +69,7 @@ def test_split_syllables_finds_a_split_whenever_one_exists() -> None:
         s = "".join(rng.sample(ordered, rng.randint(1, 5)))
         if rng.random() < 0.3:  # damage some strings
             s = s[:-1] + rng.choice("bcdfgkv")
+        s = plain_letters(s)  # what split_syllables reads (jv, qv, xv, yv are ju, qu, xu, yu)
         if _splittable(s, vocab):
             pieces = split_syllables(s)
             assert "".join(pieces) == s and all(p in vocab for p in pieces)
@@ -181,7 +183,7 @@ def test_fused_ime_is_the_hmm_at_weight_zero_and_the_tagger_at_a_huge_weight() -
         scored = {
             text: score
             + weight * sum(lp[t, vocabs[1].token_to_id(c)].item() for t, c in enumerate(text))
-            for text, score in hmm.scored(pinyin, k=10**6)
+            for text, score in hmm.scored(pinyin, k=hmm.max_candidates)
         }
         assert len(scored) == np.prod([len(o) for o in options])  # every sequence
         best = max(scored, key=scored.get)
@@ -396,7 +398,9 @@ def test_transformer_ime_with_exact_length_writes_one_character_per_syllable() -
     free = TransformerIME(model, *vocabs, beam_size=3)
     exact = TransformerIME(model, *vocabs, beam_size=3, exact_length=True)
     rows = free.candidates(inputs, 3)
-    assert any(len(c) != len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row)
+    # by default the model decides the length, up to one character per syllable (an
+    # unfinished hypothesis one step longer is never let through)
+    assert all(len(c) <= len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row)
     for pinyin, row in zip(inputs, exact.scored_candidates(inputs, 3), strict=True):
         n = len(pinyin.split())
         assert all(len(c) == n for c, _ in row)
@@ -462,3 +466,90 @@ def test_another_seed_leaves_the_shipped_sentence_history(tmp_path) -> None:
     )["history"]
     gap = abs(rebuilt["train_loss"][0] - shipped["train_loss"][0]) / shipped["train_loss"][0]
     assert gap > 2 * SENTENCE_LOSS_TOLERANCE
+
+
+def test_split_syllables_of_a_long_unspaced_run_and_of_an_empty_vocabulary() -> None:
+    assert split_syllables("nihao" * 400) == ["ni", "hao"] * 400  # no recursion limit
+    assert split_syllables("NI3hao3 lü") == ["ni", "hao", "lv"]
+    with pytest.raises(ValueError, match="syllables must be a non-empty set"):
+        split_syllables("ni", frozenset())
+
+
+def test_tagger_and_fused_ime_read_input_as_the_other_engines_and_bound_k() -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    tagger = TaggerIME(_tagger(vocabs), *vocabs)
+    fused = FusedIME(tagger, NgramIME(PAIRS, 3), 0.5)
+    for ime in (tagger, fused):
+        assert ime.candidates(["Wǒ ÀI zu3guo2"], 2) == ime.candidates(["wo ai zu guo"], 2)
+        with pytest.raises(ValueError, match="'nihao', which is not one syllable.*'ni hao'"):
+            ime.candidates(["nihao"], 1)  # once tagged as one confident <unk> character
+        with pytest.raises(ValueError, match="'wp', which is not a pinyin syllable"):
+            ime.candidates(["wp ai"], 1)
+        with pytest.raises(ValueError, match="pinyins: every input needs at least one syllable"):
+            ime.candidates([""], 1)
+        limit = ime.max_candidates
+        with pytest.raises(ValueError, match=f"at most {limit} candidates, got k={10**9}"):
+            ime.candidates(["wo ai"], 10**9)
+    assert (tagger.max_candidates, fused.max_candidates) == (100, 100)  # the exact trigram's
+    with pytest.raises(ValueError, match="k: this system gives at most 100"):
+        ime_candidates(_tagger(vocabs), *vocabs, "woai", k=10**9)
+    with pytest.raises(TypeError, match="model must be the encoder-decoder"):
+        ime_candidates(_tagger(vocabs), *vocabs, "woai", k=2)
+
+
+@pytest.mark.parametrize("kind", ["at", "nat"])
+def test_training_refuses_nan_and_never_overwrites_a_good_file(kind, tmp_path) -> None:
+    recipe, split = _tiny_recipe(kind), _tiny_split()
+    out, state = tmp_path / "o.pt", tmp_path / "s.pt"
+    ps.train_sentences(recipe, max_steps=1, threads=1, split=split, state_file=state, out=out)
+    good_out, good_state = out.read_bytes(), state.read_bytes()
+    wild = dataclasses.replace(recipe, peak_lr=1e37, total_steps=30, save_every=1)
+    with pytest.raises(FloatingPointError, match="became"):  # as fit raises it
+        ps.train_sentences(
+            wild, threads=1, split=split, state_file=tmp_path / "w.pt", out=tmp_path / "w-out.pt"
+        )
+    assert not (tmp_path / "w-out.pt").exists()  # nothing shipped
+    if (tmp_path / "w.pt").exists():  # any state saved on the way holds finite weights
+        saved = torch.load(tmp_path / "w.pt", weights_only=True)
+        assert all(v.isfinite().all() for v in saved["model"].values())
+    assert out.read_bytes() == good_out and state.read_bytes() == good_state
+    with pytest.raises(ValueError, match="warmup_steps"):
+        dataclasses.replace(recipe, warmup_steps=0)
+
+
+def test_damaged_sentence_files_and_states_are_refused_clearly(tmp_path) -> None:
+    recipe, split = _tiny_recipe("nat"), _tiny_split()
+    out, state = tmp_path / "o.pt", tmp_path / "s.pt"
+    ps.train_sentences(recipe, max_steps=1, threads=1, split=split, state_file=state, out=out)
+    data = {"out": out.read_bytes(), "state": state.read_bytes()}
+    bad = tmp_path / "bad.pt"
+    at_file = tmp_path / "at.pt"
+    ps.train_sentences(
+        _tiny_recipe("at"), max_steps=1, threads=1, split=split, state_file=tmp_path / "as.pt",
+        out=at_file,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="holds a model of recipe 'test-at' \\(kind 'at'\\)"):
+        ps.load_sentence_model(recipe, at_file)
+    damages = {
+        "truncated": lambda b: b[: len(b) // 2],
+        "empty": lambda b: b"",
+        "another format": lambda b: b"PK\x03\x04" + b[4:100],
+        "garbage": lambda b: bytes(range(256)) * 4,
+    }
+    for damage in damages.values():
+        bad.write_bytes(damage(data["out"]))
+        with pytest.raises(ValueError, match="is damaged"):
+            ps.load_sentence_model(recipe, bad)
+        bad.write_bytes(damage(data["state"]))
+        with pytest.raises(ValueError, match="is damaged"):
+            ps.train_sentences(recipe, threads=1, split=split, state_file=bad, out=out)
+    saved = torch.load(state, weights_only=True)
+    for key in ("model", "optimizer", "rng"):
+        edited = {k: v for k, v in saved.items() if k not in (key, "checksum")}
+        torch.save(edited, bad)  # no checksum: an old state, continued if it is whole
+        with pytest.raises(ValueError, match=f"is damaged \\(its '{key}' entry is nothing\\)"):
+            ps.train_sentences(recipe, threads=1, split=split, state_file=bad, out=out)
+    shipped = torch.load(out, weights_only=True)
+    torch.save({k: v for k, v in shipped.items() if k != "state"}, bad)
+    with pytest.raises(ValueError, match="damaged"):
+        ps.load_sentence_model(recipe, bad)

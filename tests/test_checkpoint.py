@@ -236,3 +236,11 @@ def test_empty_file_and_impossible_map_location(tmp_path, monkeypatch, make_tiny
         load_checkpoint(path, map_location="gpu0")
     with pytest.raises(TypeError, match="map_location"):
         load_checkpoint(path, map_location=0.5)
+
+
+def test_a_vocabulary_of_the_wrong_type_is_refused_before_writing(tmp_path, make_tiny_model):
+    with pytest.raises(TypeError, match="src_vocab must be a lecturekit vocabulary"):
+        save_checkpoint(tmp_path / "a.pt", make_tiny_model(), src_vocab=["a", "b"])
+    with pytest.raises(TypeError, match="metadata"):
+        save_checkpoint(tmp_path / "a.pt", make_tiny_model(), metadata={"f": open})
+    assert not (tmp_path / "a.pt").exists()

@@ -123,3 +123,24 @@ def test_pad_id_is_configurable():
     two = collate([([5, 5], [6]), ([5], [6, 7])], pad_id=9)
     assert batch.tgt_in.tolist() == [[1, 6, 7]]
     assert two.src.tolist()[1] == [5, 9] and two.src_padding_mask.tolist()[1] == [False, True]
+
+
+def test_collate_accepts_integer_tensors_and_says_what_type_it_expects():
+    as_lists = collate([([19, 4, 5], [6, 7])])
+    as_tensors = collate([(torch.tensor([19, 4, 5]), torch.tensor([6, 7]))])
+    assert as_tensors.src.tolist() == as_lists.src.tolist()
+    assert as_tensors.tgt_out.tolist() == as_lists.tgt_out.tolist()
+    with pytest.raises(TypeError, match="pairs\\[0\\] source must be a list of int ids or a 1-d"):
+        collate([(torch.tensor([4.0, 5.0]), [6])])
+    with pytest.raises(TypeError, match="pairs\\[0\\] target must be a list of int ids or a 1-d"):
+        collate([([4], torch.tensor([[6]]))])
+    with pytest.raises(TypeError, match="encode text with a vocabulary first"):
+        collate([("abc", [6])])
+
+
+def test_bucket_sampler_refuses_lengths_that_are_not_ints():
+    with pytest.raises(ValueError, match="lengths must hold non-negative int ids, got '5'"):
+        BucketBatchSampler(["5", "7"], 2)
+    with pytest.raises(ValueError, match="lengths must be a non-empty list"):
+        BucketBatchSampler("57", 2)
+    assert list(BucketBatchSampler(torch.tensor([3, 1, 2]), 3, shuffle=False)) == [[1, 2, 0]]

@@ -144,3 +144,17 @@ def test_make_task_pinyin(pinyin_split) -> None:
     for split in ("train", "valid", "test"):
         assert len(task.encoded(split)) == len(task.split(split))
     assert 0 < len(task.test) <= 80 and 0 < len(task.valid) <= 50
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_the_build(monkeypatch, tmp_path) -> None:
+    def must_not_build():
+        raise AssertionError("built although the cache cannot be written")
+
+    monkeypatch.setattr(pinyin_data, "_build_lexicon", must_not_build)
+    a_file = tmp_path / "cache.txt"
+    a_file.write_text("not a folder")
+    monkeypatch.setenv("LECTUREKIT_CACHE", str(a_file))
+    with pytest.raises(ValueError, match="LECTUREKIT_CACHE: .* is a file, not a folder"):
+        load_lexicon()
+    with pytest.raises(ValueError, match="directory: .* is a file, not a folder"):
+        load_lexicon(a_file / "below")  # a file above the folder

@@ -371,3 +371,68 @@ def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value(capsys):
         assert check(exercise_id, _AlwaysEqual("no_such_bug")) is False
         assert "不是已知的 bug 名字" in capsys.readouterr().out
         assert check(exercise_id, _AlwaysEqual(hidden)) is True  # the right name still passes
+
+
+@pytest.mark.parametrize("name", ["causal_mask_inverted", "residual_missing", "no_scaling"])
+def test_planting_a_bug_twice_keeps_it_planted_once(make_tiny_model, name):
+    model = make_tiny_model()
+    probes = _model_probes()
+    with lab_bugs.plant(name):
+        once = {p for p, run in probes.items() if run(model).flagged}
+        with lab_bugs.plant(name):  # a learner's guess inside mystery: the same bug again
+            twice = {p for p, run in probes.items() if run(model).flagged}
+        after_inner = {p for p, run in probes.items() if run(model).flagged}
+    assert once == twice == after_inner == EXPECTED[name]  # no alarm vanishes
+    assert not any(run(model).flagged for run in probes.values())  # all restored at the end
+
+
+def test_diagnostics_never_pass_on_nan(make_tiny_model):
+    src, tgt = _unpadded()
+    model = make_tiny_model()
+    with torch.no_grad():
+        model.src_embedding.weight.fill_(math.nan)
+    verdict = D.embedding_scale_check(model, src)
+    assert verdict.flagged and "NaN" in verdict.message
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(math.nan)
+    picture = D.mask_picture(model, src, tgt)
+    assert "·" not in picture and "?" in picture and "NaN" in picture  # no NaN drawn as zero
+    verdict = D.warmup_check(lambda step: math.nan if step > 10 else step * 1e-4)
+    assert verdict.flagged and "NaN" in verdict.message
+    verdict = D.beam_ranking_check([(3, -1.0), (5, math.nan)], 1.0)
+    assert verdict.flagged and "NaN" in verdict.message
+    with pytest.raises(ValueError, match="batches must hold at least one"):
+        D.free_running_check(model, [])
+
+
+def test_attention_reference_check_reports_a_broken_attend_as_its_finding():
+    import torch.nn.functional as F
+
+    def ignores_k(q, k, v):  # a plausible student bug: scores from q against itself
+        return F.scaled_dot_product_attention(q, q, v, is_causal=True)
+
+    def with_weights(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True), None
+
+    def detached(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).detach()
+
+    def nan(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * math.nan
+
+    def raises(q, k, v):
+        raise IndexError("dimension out of range")
+
+    assert not D.attention_reference_check(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ).flagged
+    for attend, words in [
+        (ignores_k, "不一致"),
+        (with_weights, "不要返回 (输出, 权重)"),
+        (detached, "断开了计算图"),
+        (nan, "NaN"),
+        (raises, "IndexError"),
+    ]:
+        verdict = D.attention_reference_check(attend)
+        assert verdict.flagged and words in verdict.message, (attend.__name__, verdict)

@@ -21,6 +21,10 @@ SAMPLE = {
     "check_time_limit_inf": "clear_error",
     "softmax_mask_plus_inf": "clear_error",
     "softmax_fully_masked_zero": "sensible_result",
+    "tagger_unspaced_nihao": "clear_error",
+    "ngram_k_10000_eight_syllables": "clear_error",
+    "plant_twice_causal_mask_inverted": "sensible_result",
+    "attention_check_attend_ignores_k": "sensible_result",
 }
 
 

@@ -164,3 +164,19 @@ def test_reading_disagreements_compares_with_the_words_read_alone(fake_corpus) -
     # 进行 and 长期, are read "jin xing" and "chang qi"
     assert [c.text for c, _ in found] == ["两国应进行长期的经贸战略合作"]
     assert "jin xing chang qi" in found[0][1]
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_the_minute_long_build(
+    tmp_path, monkeypatch
+) -> None:
+    def must_not_build():
+        raise AssertionError("built although the cache cannot be written")
+
+    monkeypatch.setattr(sentences, "build_sentences", must_not_build)
+    a_file = tmp_path / "cache"
+    a_file.write_text("not a folder")
+    with pytest.raises(ValueError, match="directory: .* is a file, not a folder"):
+        load_sentences(a_file)
+    monkeypatch.setenv("LECTUREKIT_CACHE", str(a_file))
+    with pytest.raises(ValueError, match="LECTUREKIT_CACHE: .* is a file, not a folder"):
+        load_sentences()

@@ -443,3 +443,34 @@ def test_validation_pairs_are_padded_once_into_the_same_batches() -> None:
     for got, want in zip(batches, expected, strict=True):
         assert torch.equal(got.src, want.src) and torch.equal(got.tgt_out, want.tgt_out)
     assert not isinstance(_as_batches(pairs, quiet(), True, "train", model.config), list)
+
+
+def test_fit_and_decoding_refuse_a_model_on_the_meta_device() -> None:
+    from lecturekit import Transformer, TransformerConfig
+    from lecturekit.decoding import greedy
+
+    config = TransformerConfig(
+        src_vocab_size=13, tgt_vocab_size=11, d_model=16, n_heads=2, d_ff=32,
+        n_encoder_layers=1, n_decoder_layers=1, dropout=0.0, max_len=20,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = Transformer(config)
+    pairs = [([4, 5, 6], [4, 5])] * 4
+    train = TrainConfig(epochs=1, batch_size=2, progress=False, device="cpu", warmup_steps=2)
+    with pytest.raises(ValueError, match="meta device.*to_empty"):
+        fit(model, pairs, None, train)
+    with pytest.raises(ValueError, match="meta device"):
+        greedy(model, torch.tensor([[4, 5, 6]]), 5)
+
+
+def test_fit_accepts_integer_tensor_pairs_and_says_which_type_it_expects(make_tiny_model) -> None:
+    def run(pairs):
+        model = make_tiny_model()
+        config = TrainConfig(epochs=1, batch_size=2, progress=False, device="cpu", warmup_steps=2)
+        return fit(model, pairs, None, config).loss
+
+    lists = [([19 % 13, 4, 5], [4, 5]), ([6, 7], [8])] * 2
+    tensors = [(torch.tensor(s), torch.tensor(t)) for s, t in lists]
+    assert run(tensors) == run(lists)
+    with pytest.raises(TypeError, match="train\\[0\\] source must be a list of int ids or a 1-d"):
+        run([(torch.tensor([4.0, 5.0]), torch.tensor([4]))] * 4)

@@ -13,6 +13,7 @@ from lecturekit._lazy import attach
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
     from lecturekit.chapters import capstone_analysis as capstone_analysis
+    from lecturekit.chapters import capstone_input as capstone_input
     from lecturekit.chapters import capstone_ngram as capstone_ngram
     from lecturekit.chapters import capstone_pinyin as capstone_pinyin
     from lecturekit.chapters import capstone_sentences as capstone_sentences
@@ -40,6 +41,13 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_analysis import homophones as homophones
     from lecturekit.chapters.capstone_analysis import near_diagonal_chance as near_diagonal_chance
     from lecturekit.chapters.capstone_analysis import paired_cer_difference as paired_cer_difference
+    from lecturekit.chapters.capstone_input import check_k as check_k
+    from lecturekit.chapters.capstone_input import check_pairs as check_pairs
+    from lecturekit.chapters.capstone_input import normalize_pinyin as normalize_pinyin
+    from lecturekit.chapters.capstone_input import pinyin_syllables as pinyin_syllables
+    from lecturekit.chapters.capstone_input import plain_letters as plain_letters
+    from lecturekit.chapters.capstone_input import read_pinyins as read_pinyins
+    from lecturekit.chapters.capstone_input import split_syllables as split_syllables
     from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
     from lecturekit.chapters.capstone_ngram import ClauseScores as ClauseScores
     from lecturekit.chapters.capstone_ngram import KneserNeyLM as KneserNeyLM
@@ -59,9 +67,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_sentences import clause_batch as clause_batch
     from lecturekit.chapters.capstone_sentences import ime_candidates as ime_candidates
     from lecturekit.chapters.capstone_sentences import k_best_independent as k_best_independent
-    from lecturekit.chapters.capstone_sentences import pinyin_syllables as pinyin_syllables
     from lecturekit.chapters.capstone_sentences import sentence_vocabs as sentence_vocabs
-    from lecturekit.chapters.capstone_sentences import split_syllables as split_syllables
     from lecturekit.chapters.ch01_attention import AdditiveAttention as AdditiveAttention
     from lecturekit.chapters.ch01_attention import RNNSeq2Seq as RNNSeq2Seq
     from lecturekit.chapters.ch01_attention import RNNSeq2SeqConfig as RNNSeq2SeqConfig

@@ -26,7 +26,8 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_number, check_type
-from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR
+from lecturekit.chapters.capstone_input import check_k, read_pinyins
+from lecturekit.chapters.capstone_ngram import MAX_RESAMPLES, UNKNOWN_CHAR
 from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
 from lecturekit.chapters.capstone_sentences import (
     ime_candidates,
@@ -98,11 +99,10 @@ class SyllableUnigram:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each of the ``(N,)`` space-separated pinyin clauses up to ``k`` clauses, most
-        probable first (fewer when the syllables allow fewer)."""
-        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
-            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
-        check_int("k", k, 1, self.max_candidates)
-        return [self._one(pinyin, k) for pinyin in pinyins]
+        probable first (fewer when the syllables allow fewer); inputs are read by
+        :func:`~lecturekit.chapters.capstone_input.read_pinyins`, as by every engine."""
+        check_k(k, self.max_candidates)
+        return [self._one(" ".join(s), k) for s in read_pinyins(pinyins, self.ranked)]
 
     def _one(self, pinyin: str, k: int) -> list[str]:
         syllables = pinyin.split()
@@ -318,7 +318,7 @@ def paired_cer_difference(
     a clause came from) it draws whole groups with replacement (cluster bootstrap), so the
     interval also covers the variation from group to group.
     """
-    check_int("n_resamples", n_resamples, 1)
+    check_int("n_resamples", n_resamples, 1, MAX_RESAMPLES)
     check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
     a, b, n = (np.asarray(x, dtype=float) for x in (edits_a, edits_b, chars))
     if a.ndim != 1 or not a.shape == b.shape == n.shape or len(a) == 0:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lecturekit._common import check_int, check_number
+from lecturekit.chapters.capstone_input import check_k, check_pairs, normalize_pinyin, read_pinyins
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
 
 BOS, EOS = 0, 1  # ids of the sentence start and end in every KneserNeyLM
 UNKNOWN_CHAR = "□"  # written for a syllable that no training character was read as
+MAX_RESAMPLES = 100_000  # bootstrap draws: n_resamples x clauses indices are held at once
 
 
 def _encode(grams: np.ndarray, base: int) -> np.ndarray:
@@ -154,7 +156,8 @@ class NgramIME:
     ``pairs``: training ``(pinyin, text)`` clauses; ``order``: 1 (unigram: each syllable's
     most frequent character), 2 (bigram HMM) or 3 (trigram HMM); ``discount``: the
     Kneser-Ney discount (order 1 ignores it and uses 0); ``beam``: the most paths kept
-    after each step (None: all, exact).
+    after each step (None: all, exact). ``max_candidates``: the largest ``k`` one call may ask
+    for (1,000; 100 for the exact trigram search, whose memory grows with ``k``).
     """
 
     def __init__(
@@ -166,12 +169,15 @@ class NgramIME:
     ) -> None:
         check_int("order", order, 1, 3)
         check_int("beam", beam, 1, optional=True)
+        check_pairs(pairs)
         chars = sorted({c for _, text in pairs for c in text})
         self.itos = ["<s>", "</s>", *chars]
         self.stoi = {c: i for i, c in enumerate(self.itos)}
         self.order, self.beam = order, beam
         self.name = {1: "unigram", 2: "bigram HMM", 3: "trigram HMM"}[order]
-        self.max_candidates = 1_000
+        # the exact trigram search keeps k paths per pair of characters: its memory grows as
+        # k x characters^2 per step (k = 100: about 0.5 GB on the most ambiguous clauses)
+        self.max_candidates = 100 if order == 3 and beam is None else 1_000
         self.lm = KneserNeyLM(
             [[self.stoi[c] for c in text] for _, text in pairs],
             len(self.itos),
@@ -210,29 +216,41 @@ class NgramIME:
             self._memo.clear()  # the memoised log-probabilities belong to the old discount
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each pinyin clause its ``k`` best character strings, best first."""
-        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
-            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
-        return [[text for text, _ in self.scored(p, k)] for p in pinyins]
+        """For each pinyin clause its ``k`` best character strings, best first (at most
+        ``max_candidates``; the input is read by :func:`~lecturekit.chapters.capstone_input
+        .read_pinyins`: a piece that is not a pinyin syllable is refused)."""
+        check_k(k, self.max_candidates)
+        rows = read_pinyins(pinyins, self.emission)
+        return [[text for text, _ in self._scored(s, k)] for s in rows]
 
     def scored(
         self, pinyin: str, k: int = 1, bonus: np.ndarray | None = None
     ) -> list[tuple[str, float]]:
-        """The ``k`` best ``(text, log score)`` for one clause, best first; a syllable never
-        seen in training is written :data:`UNKNOWN_CHAR` (and scores nothing).
+        """The ``k`` best ``(text, log score)`` for one clause, best first (``k`` at most
+        ``max_candidates``); a pinyin syllable never seen in training is written
+        :data:`UNKNOWN_CHAR` (and scores nothing), a piece that is not a pinyin syllable is
+        refused (:func:`~lecturekit.chapters.capstone_input.normalize_pinyin`).
 
         ``bonus`` ``(T, len(itos))``, one row per syllable: a log-score added to each
         character's emission at that syllable (another model's opinion, as
         :class:`~lecturekit.chapters.capstone_sentences.FusedIME` gives it); None adds
         nothing. The search stays exact in the same way: the bonus depends on the position
         and the character, not on the path."""
-        check_int("k", k, 1)
-        steps = [self.emission.get(s) for s in pinyin.split()]
+        check_k(k, self.max_candidates)
+        return self._scored(normalize_pinyin(pinyin, self.emission), k, bonus)
+
+    def _scored(
+        self, syllables: list[str], k: int, bonus: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """:meth:`scored` of checked, normalised ``syllables``."""
+        steps = [self.emission.get(s) for s in syllables]
         if bonus is not None:
-            if bonus.shape != (len(steps), len(self.itos)) or np.isnan(bonus).any():
+            bonus = np.asarray(bonus, dtype=np.float64)
+            bad = np.isnan(bonus).any() or np.isposinf(bonus).any()
+            if bad or bonus.shape != (len(steps), len(self.itos)):
                 raise ValueError(
-                    f"bonus must be a NaN-free array of shape (syllables, characters) = "
-                    f"{(len(steps), len(self.itos))}, got {bonus.shape}"
+                    f"bonus must be an array of shape (syllables, characters) = "
+                    f"{(len(steps), len(self.itos))} without NaN or +inf, got {bonus.shape}"
                 )
             steps = [
                 None if step is None else (step[0], step[1] + bonus[t, step[0]])
@@ -358,8 +376,9 @@ def bootstrap_interval(
 ) -> tuple[float, float, float]:
     """``(estimate, low, high)`` of ``sum(numerator) / sum(denominator)`` (the mean when
     ``denominator`` is None) and its percentile bootstrap interval: clauses ``(N,)`` drawn
-    with replacement ``n_resamples`` times by ``numpy.random.default_rng(seed)``."""
-    check_int("n_resamples", n_resamples, 1)
+    with replacement ``n_resamples`` times (at most ``MAX_RESAMPLES``) by
+    ``numpy.random.default_rng(seed)``."""
+    check_int("n_resamples", n_resamples, 1, MAX_RESAMPLES)
     check_number("level", level, 0, 1, exclusive=("minimum", "maximum"))
     numerator = np.asarray(numerator, dtype=float)
     denominator = np.ones_like(numerator) if denominator is None else np.asarray(denominator)
@@ -368,9 +387,19 @@ def bootstrap_interval(
             f"numerator and denominator must be equal non-empty 1-d arrays, got shapes "
             f"{numerator.shape} and {denominator.shape}"
         )
+    if not (np.isfinite(numerator).all() and np.isfinite(denominator).all()):
+        raise ValueError("numerator and denominator must hold finite numbers (no NaN or inf)")
+    if (denominator < 0).any() or denominator.sum() == 0:
+        raise ValueError(
+            "denominator must be >= 0 with a positive sum (e.g. reference lengths: clauses "
+            f"with no characters have no error rate), got a sum of {denominator.sum()}"
+        )
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(numerator), size=(n_resamples, len(numerator)))
-    ratios = numerator[draws].sum(axis=1) / denominator[draws].sum(axis=1)
+    totals = denominator[draws].sum(axis=1)
+    if (totals == 0).any():  # a resample of zero-denominator items only: no ratio exists
+        raise ValueError("denominator: too many zeros; leave out the items whose denominator is 0")
+    ratios = numerator[draws].sum(axis=1) / totals
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(numerator.sum() / denominator.sum()), float(low), float(high)
@@ -404,9 +433,19 @@ def evaluate_clauses(
     ``candidates``), time it and score it with 95 % bootstrap intervals (seeded)."""
     if not pairs:
         raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+    check_int("k", k, 1)
     start = time.perf_counter()
     answers = decode([p for p, _ in pairs], k)
     elapsed = time.perf_counter() - start
+    if not isinstance(answers, (list, tuple)) or len(answers) != len(pairs):
+        raise ValueError(
+            f"decode must return one list of candidates per clause ({len(pairs)}), got "
+            f"{answers!r:.80}"
+        )
+    if not all(
+        isinstance(c, (list, tuple)) and all(isinstance(t, str) for t in c) for c in answers
+    ):
+        raise ValueError("decode must return lists of candidate strings, best first")
     s = sentence_scores(answers, [t for _, t in pairs], k)
     return ClauseScores(
         cer=bootstrap_interval(s["edits"], s["chars"], seed=seed),

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from lecturekit._common import check_bool
+from lecturekit.chapters.capstone_input import check_k, read_pinyins
 from lecturekit.decoding import beam_search, greedy
 
 __all__ = [
@@ -29,23 +30,6 @@ __all__ = [
     "next_char_steps",
     "cross_attention",
 ]
-
-
-def _check_pinyins(pinyins: Sequence[str]) -> list[str]:
-    """``pinyins`` as a list of strings; a single string is refused (it is a common slip:
-    ``candidates("shi shi", 5)`` would decode each letter)."""
-    if isinstance(pinyins, str) or not all(isinstance(p, str) for p in pinyins):
-        raise TypeError(
-            f"pinyins: expected a list of pinyin strings such as ['shi shi'], got {pinyins!r}"
-        )
-    return list(pinyins)
-
-
-def _check_k(k: int, limit: int | None = None) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected a positive int, got {k!r}")
-    if limit is not None and k > limit:
-        raise ValueError(f"k: this system gives at most {limit} candidates, got k={k}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,10 +70,10 @@ class HmmBaseline:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input the HMM's ``k`` best paths (``[]`` for a syllable it does not know)."""
-        _check_k(k, self.max_candidates)
+        check_k(k, self.max_candidates)
         out = []
-        for pinyin in _check_pinyins(pinyins):
-            observations = self.spell(pinyin)
+        for syllables in read_pinyins(pinyins):
+            observations = self.spell(" ".join(syllables))
             if not all(o in self.params.py2hz_dict for o in observations):
                 out.append([])  # a syllable the package does not know
                 continue
@@ -122,7 +106,7 @@ def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[f
     transition``, each probability floored at the package's ``min_prob``. Per step the
     candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
     """
-    _check_k(k)
+    check_k(k)
 
     def log(p: float) -> float:
         return math.log(max(p, 3.14e-200))  # the package's min_prob
@@ -158,7 +142,10 @@ class TransformerIME:
     ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
     ``batch_size``. ``exact_length`` writes exactly one character per syllable (EOS is not
     allowed earlier, and nothing follows the last syllable's character): an input method knows
-    the length of its answer; by default the model decides it (up to one per syllable).
+    the length of its answer; by default the model decides it (up to one per syllable: EOS may
+    come earlier, and nothing follows the last syllable's character). Inputs are read by
+    :func:`~lecturekit.chapters.capstone_input.read_pinyins` (case, tone marks and numbers,
+    ü are normalised; what is not a syllable the model knows is refused).
     """
 
     def __init__(
@@ -170,7 +157,7 @@ class TransformerIME:
         *,
         exact_length: bool = False,
     ) -> None:
-        _check_k(beam_size)
+        check_k(beam_size)
         check_bool("exact_length", exact_length)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.exact_length = exact_length
@@ -178,6 +165,9 @@ class TransformerIME:
         self.max_candidates = beam_size
         self.name = "Transformer 贪心" if beam_size == 1 else f"Transformer 束宽 {beam_size}"
         self.batch_size = 256
+        # decoding steps allowed past one per syllable: 0 (an answer is never longer than its
+        # input); the sentence models' recorded training history was measured with 1
+        self._extra_steps = 0
 
     def encode(self, pinyins: Sequence[str]) -> torch.Tensor:
         """Pinyin strings -> padded source ids ``(B, S)``.
@@ -186,17 +176,16 @@ class TransformerIME:
         vocabulary (toneless, lower case, ü written ``v``: ``"lv"``, ``"nve"``).
         """
         rows = []
-        for pinyin in _check_pinyins(pinyins):
-            syllables = pinyin.split()
-            if not syllables:
-                raise ValueError("pinyins: every input needs at least one syllable, got ''")
+        for pinyin, syllables in zip(
+            pinyins, read_pinyins(pinyins, self.src_vocab.stoi), strict=True
+        ):
             unknown = [s for s in syllables if s not in self.src_vocab.stoi]
             if unknown:
                 raise ValueError(
                     f"pinyins: {pinyin!r} has syllables the model does not know: {unknown}; "
                     "write toneless lower-case pinyin separated by spaces, ü as v ('lv')"
                 )
-            rows.append(self.src_vocab.encode(pinyin))
+            rows.append(self.src_vocab.encode(" ".join(syllables)))
         return torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(r) for r in rows], batch_first=True, padding_value=self.src_vocab.pad_id
         )
@@ -205,11 +194,11 @@ class TransformerIME:
         """For each input, up to ``k`` (word, probability) pairs, most probable first.
 
         Inputs are decoded in batches of equal length (no padding), each for at most one
-        character per syllable plus EOS (exactly one per syllable with ``exact_length``), so
-        an input's answer does not depend on the others.
+        character per syllable (exactly one with ``exact_length``), so an input's answer does
+        not depend on the others.
         """
-        _check_k(k, self.max_candidates)
-        pinyins = _check_pinyins(pinyins)
+        check_k(k, self.max_candidates)
+        pinyins = [" ".join(s) for s in read_pinyins(pinyins, self.src_vocab.stoi)]
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, pinyin in enumerate(pinyins):
             by_length[len(pinyin.split())].append(i)
@@ -218,11 +207,8 @@ class TransformerIME:
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start : start + self.batch_size]
                 src = self.encode([pinyins[i] for i in chunk])  # (B, length)
-                decoded = (
-                    self._decode(src, length, k, min_len=length)
-                    if self.exact_length
-                    else self._decode(src, length + 1, k)
-                )
+                min_len = length if self.exact_length else 0
+                decoded = self._decode(src, length + self._extra_steps, k, min_len)
                 for i, row in zip(chunk, decoded, strict=True):
                     out[i] = row
         return out
@@ -260,13 +246,14 @@ def next_char_steps(
     with ``text`` it is fed ``text``'s characters (teacher forcing), so the steps show how
     probable each correct character was, ``len(text) + 1`` steps in all.
     """
-    _check_k(top)
     model, tgt = ime.model, ime.tgt_vocab
-    memory = model.encode(ime.encode([pinyin]))  # (1, S, D)
+    check_k(top, len(tgt), name="top")  # at most every output token
+    src = ime.encode([pinyin])  # (1, S)
+    memory = model.encode(src)  # (1, S, D)
     forced = None if text is None else tgt.encode(text, strict=True)
     prefix = [tgt.bos_id]
     steps = []
-    n_steps = len(pinyin.split()) + 1 if forced is None else len(forced) + 1
+    n_steps = src.size(1) + 1 if forced is None else len(forced) + 1
     for t in range(n_steps):
         logits = model.decode(torch.tensor([prefix]), memory)[0, -1]  # (V,)
         best = torch.topk(torch.softmax(logits.double(), dim=-1), top)

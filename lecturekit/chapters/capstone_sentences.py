@@ -19,7 +19,6 @@ k best clauses by beam search with the KV cache.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 from collections import Counter
@@ -30,15 +29,20 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_number, check_type
+from lecturekit.chapters.capstone_input import (  # noqa: F401 - their old home, still importable
+    check_k,
+    pinyin_syllables,
+    read_pinyins,
+    split_syllables,
+)
 from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding.beam import beam_search
 from lecturekit.model.config import TransformerConfig
 from lecturekit.model.layers import Encoder, SinusoidalPositionalEncoding
+from lecturekit.model.transformer import Transformer
 
 __all__ = [
-    "pinyin_syllables",
-    "split_syllables",
     "sentence_vocabs",
     "ClauseBatch",
     "clause_batch",
@@ -50,55 +54,7 @@ __all__ = [
 ]
 
 IGNORE_INDEX = -100  # label of padding positions, skipped by cross_entropy
-
-
-@functools.cache
-def pinyin_syllables() -> frozenset[str]:
-    """Every toneless pinyin syllable (410), ü written ``v`` (``lv``, ``nve``) as pypinyin does.
-
-    From Pinyin2Hanzi's list, with its placeholder ``null`` dropped and ``jue que xue yue``
-    written as pypinyin writes them (Pinyin2Hanzi also lists ``jve qve xve yve``).
-    """
-    from Pinyin2Hanzi import all_pinyin
-
-    odd = {"null", "jve", "qve", "xve", "yve"}
-    return frozenset(set(all_pinyin()) - odd | {"jue", "que", "xue", "yue"})
-
-
-def split_syllables(text: str, syllables: frozenset[str] | None = None) -> list[str]:
-    """Split unspaced pinyin into syllables by maximum matching with backtracking.
-
-    At each position the longest syllable that leaves a splittable rest wins, so
-    ``"woaibeijing"`` -> ``["wo", "ai", "bei", "jing"]``, ``"xian"`` -> ``["xian"]`` (one
-    syllable, 先/现, not 西安), ``"fanguo"`` -> ``["fan", "guo"]`` (``fang`` would leave ``uo``).
-    An apostrophe or a space forces a boundary: ``"xi'an"`` -> ``["xi", "an"]``. Lower case;
-    ``syllables`` defaults to :func:`pinyin_syllables`. Raises ``ValueError`` when no split
-    exists.
-    """
-    check_type("text", text, str, "a str of pinyin letters")
-    vocab = pinyin_syllables() if syllables is None else syllables
-    longest = max(map(len, vocab))
-    out: list[str] = []
-    for piece in text.lower().replace("'", " ").split():
-
-        @functools.cache
-        def rest(i: int, piece: str = piece) -> tuple[str, ...] | None:
-            # the split of piece[i:], longest first syllable first; None if there is none
-            if i == len(piece):
-                return ()
-            for j in range(min(len(piece), i + longest), i, -1):
-                if piece[i:j] in vocab and (tail := rest(j)) is not None:
-                    return (piece[i:j], *tail)
-            return None
-
-        found = rest(0)
-        if found is None:
-            raise ValueError(
-                f"text must be toneless pinyin syllables (ü as v, apostrophes between "
-                f"syllables allowed), got {text!r}: {piece!r} cannot be split"
-            )
-        out.extend(found)
-    return out
+IME_MAX_BEAM = 100  # the widest beam ime_candidates runs (k candidates = a beam of width k)
 
 
 def sentence_vocabs(
@@ -211,7 +167,12 @@ def k_best_independent(log_probs: Tensor, k: int) -> list[tuple[float, list[int]
 
 class TaggerIME:
     """A trained :class:`SyllableTagger` as an input method: ``candidates(pinyins, k)``, the
-    ``k`` best clauses of each space-separated pinyin input (:func:`k_best_independent`)."""
+    ``k`` best clauses of each space-separated pinyin input (:func:`k_best_independent`),
+    ``k`` at most ``max_candidates``. Inputs are read by
+    :func:`~lecturekit.chapters.capstone_input.read_pinyins`: what is not a syllable of the
+    model's input vocabulary is refused, never tagged as ``<unk>``."""
+
+    max_candidates = 100  # k_best_independent merges k x k partial clauses per syllable
 
     def __init__(self, model: SyllableTagger, src_vocab: WordVocab, tgt_vocab: CharVocab) -> None:
         check_type("model", model, SyllableTagger, "a SyllableTagger")
@@ -219,27 +180,38 @@ class TaggerIME:
         self.name = "Transformer tagger (NAT)"
         self.batch_size = 256
 
+    def read(self, pinyins: Sequence[str]) -> list[list[str]]:
+        """The inputs' syllables (:func:`~lecturekit.chapters.capstone_input.read_pinyins`),
+        each in the model's input vocabulary (``ValueError`` naming the first that is not)."""
+        rows = read_pinyins(pinyins, self.src_vocab.stoi)
+        for pinyin, syllables in zip(pinyins, rows, strict=True):
+            unknown = [s for s in syllables if s not in self.src_vocab.stoi]
+            if unknown:
+                raise ValueError(
+                    f"pinyins: {pinyin!r} has syllables the model does not know: {unknown}"
+                )
+        return rows
+
     @torch.no_grad()
     def log_probs(self, pinyins: Sequence[str]) -> list[Tensor]:
-        """For each input (space-separated syllables; unknown ones become ``<unk>``) the
-        tagger's ``log P(character | all syllables)`` at every syllable, ``(T_i, V)``,
-        special tokens included (``<unk>`` stands for every rare character)."""
-        if isinstance(pinyins, str):  # a common slip: each letter would become a clause
-            raise TypeError(f"pinyins must be a list of pinyin strings, got the string {pinyins!r}")
+        """For each input (space-separated syllables, read by :meth:`read`) the tagger's
+        ``log P(character | all syllables)`` at every syllable, ``(T_i, V)``, special tokens
+        included (``<unk>`` stands for every rare character)."""
+        rows = self.read(pinyins)
         out: list[Tensor] = []
-        for start in range(0, len(pinyins), self.batch_size):
-            chunk = list(pinyins[start : start + self.batch_size])
-            fake = [(p, "一" * len(p.split())) for p in chunk]  # only src is used
+        for start in range(0, len(rows), self.batch_size):
+            chunk = rows[start : start + self.batch_size]
+            fake = [(" ".join(s), "一" * len(s)) for s in chunk]  # only src is used
             src = clause_batch(fake, self.src_vocab, self.tgt_vocab).src  # (B, S)
             log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
-            out += [row[: len(p.split())] for row, p in zip(log_probs, chunk, strict=True)]
+            out += [row[: len(s)] for row, s in zip(log_probs, chunk, strict=True)]
         return out
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input up to ``k`` clauses, most probable first (inputs ``(N,)`` of
         space-separated syllables). Special tokens (padding, BOS, EOS, ``<unk>``) are never
         written."""
-        check_int("k", k, 1)
+        check_k(k, self.max_candidates)
         out: list[list[str]] = []
         for row in self.log_probs(pinyins):
             row = row.clone()
@@ -274,12 +246,14 @@ class FusedIME:
         self.max_candidates = ngram.max_candidates
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
-        """For each input (space-separated syllables) its ``k`` best clauses, best first."""
-        check_int("k", k, 1)
+        """For each input (space-separated syllables) its ``k`` best clauses, best first
+        (``k`` at most the n-gram engine's ``max_candidates``)."""
+        check_k(k, self.max_candidates)
         out = []
-        for pinyin, log_probs in zip(pinyins, self.tagger.log_probs(pinyins), strict=True):
+        rows = self.tagger.read(pinyins)
+        for syllables, log_probs in zip(rows, self.tagger.log_probs(pinyins), strict=True):
             bonus = (self.weight * log_probs[:, self.tagger_ids]).double().numpy()  # (T, C)
-            out.append([text for text, _ in self.ngram.scored(pinyin, k, bonus=bonus)])
+            out.append([text for text, _ in self.ngram.scored(" ".join(syllables), k, bonus)])
         return out
 
 
@@ -295,13 +269,18 @@ def ime_candidates(
     """What the input method shows for typed pinyin ``text`` (spaced or not: it goes through
     :func:`split_syllables`): up to ``k`` ``(clause, log P)`` pairs, best first, from beam
     search of width ``k`` with the encoder-decoder ``model``, exactly one character per
-    syllable (``min_len = max_len``: the length of the answer is known). ``use_cache`` keeps the decoder's keys and values between steps
+    syllable (``min_len = max_len``: the length of the answer is known), ``k`` at most
+    ``IME_MAX_BEAM``. ``use_cache`` keeps the decoder's keys and values between steps
     (chapter 6), so a step costs one new position instead of the whole prefix.
     """
-    check_int("k", k, 1)
+    check_k(k, IME_MAX_BEAM)
+    check_type("model", model, Transformer, "the encoder-decoder Transformer (the AT model)")
     syllables = split_syllables(text)
     if not syllables:
         raise ValueError(f"text must hold at least one pinyin syllable, got {text!r}")
+    unknown = [s for s in syllables if s not in src_vocab.stoi]
+    if unknown:
+        raise ValueError(f"text: {text!r} has syllables the model does not know: {unknown}")
     src = torch.tensor([[src_vocab.token_to_id(s) for s in syllables]])  # (1, S)
     was_training = model.training
     model.eval()

@@ -407,22 +407,34 @@ MYSTERY_POOL = (
 )
 
 
+_PLANTED: set[str] = set()  # the bugs planted now (plant is idempotent)
+
+
 @contextlib.contextmanager
 def plant(name: str) -> Iterator[Bug]:
     """Plant bug ``name`` (a key of ``BUGS``) for the duration of the block; yields the
-    ``Bug``. Every replaced attribute is restored on exit, also after an exception."""
+    ``Bug``. Every replaced attribute is restored on exit, also after an exception.
+
+    Planting is idempotent: a bug already planted by an enclosing block (or by
+    :func:`mystery`) stays planted once, unchanged, so a second switch cannot cancel it
+    (an inverted mask inverted again would look healthy)."""
     check_choice("name", name, tuple(BUGS))
     bug = BUGS[name]
+    if name in _PLANTED:
+        yield bug  # already active: nothing to add, and nothing to restore on exit
+        return
     patches = bug.patches()
     for _, attribute, _ in patches:
         _resolve_lazy_names(attribute)
     saved: list[Patch] = []
     try:
+        _PLANTED.add(name)
         for target, attribute, replacement in patches:
             saved.append((target, attribute, getattr(target, attribute)))
             setattr(target, attribute, replacement)
         yield bug
     finally:
+        _PLANTED.discard(name)
         for target, attribute, original in reversed(saved):
             setattr(target, attribute, original)
 

@@ -12,10 +12,13 @@ is spent on padding; it is seeded, so an epoch's batches are reproducible.
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
@@ -77,6 +80,29 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.
     return torch.tensor([row + [pad_id] * (length - len(row)) for row in rows], dtype=torch.long)
 
 
+def _ids(seq: Any, where: str) -> list[int]:
+    """``seq`` (a list of ints, a 1-d integer tensor or array) as a list of non-negative int
+    ids; anything else is refused naming ``where`` and the type expected."""
+    if isinstance(seq, (torch.Tensor, np.ndarray)):
+        if isinstance(seq, torch.Tensor):
+            integer = not (seq.is_floating_point() or seq.is_complex() or seq.dtype == torch.bool)
+        else:
+            integer = bool(np.issubdtype(seq.dtype, np.integer))
+        if seq.ndim != 1 or not integer:
+            raise TypeError(
+                f"{where} must be a list of int ids or a 1-d integer tensor, got a "
+                f"{seq.ndim}-d {type(seq).__name__} of {seq.dtype}"
+            )
+        seq = seq.tolist()
+    if isinstance(seq, (str, bytes)):
+        raise TypeError(f"{where} must be a list of int ids (encode text with a vocabulary first)")
+    ids = list(seq)
+    for token in ids:
+        if isinstance(token, bool) or not isinstance(token, numbers.Integral) or token < 0:
+            raise ValueError(f"{where} must hold non-negative int ids, got {token!r}")
+    return [int(t) for t in ids]
+
+
 def collate(
     pairs: Sequence[IdPair], pad_id: int = PAD_ID, bos_id: int = BOS_ID, eos_id: int = EOS_ID
 ) -> Batch:
@@ -96,15 +122,10 @@ def collate(
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"pairs[{i}] must be a (source ids, target ids) pair, got {pair!r:.60}")
-        src, tgt = (list(pair[0]), list(pair[1]))
+        src = _ids(pair[0], f"pairs[{i}] source")
+        tgt = _ids(pair[1], f"pairs[{i}] target")
         if len(src) == 0:
             raise ValueError(f"pairs[{i}] has an empty source")
-        for name, seq in (("source", src), ("target", tgt)):
-            for token in seq:
-                if isinstance(token, bool) or not isinstance(token, int) or token < 0:
-                    raise ValueError(
-                        f"pairs[{i}] {name} must hold non-negative int ids, got {token!r}"
-                    )
         if pad_id in src or pad_id in tgt:
             raise ValueError(f"pairs[{i}] contains pad_id={pad_id}; pass unpadded id lists")
         if bos_id in tgt or eos_id in tgt:
@@ -150,9 +171,9 @@ class BucketBatchSampler(Sampler[list[int]]):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         if not isinstance(pool_batches, int) or pool_batches < 1:
             raise ValueError(f"pool_batches must be a positive int, got {pool_batches!r}")
-        if len(lengths) == 0:
-            raise ValueError("lengths must not be empty")
-        self.lengths = [int(n) for n in lengths]
+        if isinstance(lengths, (str, bytes)) or len(lengths) == 0:
+            raise ValueError(f"lengths must be a non-empty list of ints, got {lengths!r:.60}")
+        self.lengths = _ids(lengths, "lengths")
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed

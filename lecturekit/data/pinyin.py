@@ -108,6 +108,26 @@ def cache_dir() -> Path:
     return Path(base) / "lecturekit"
 
 
+def _cache_folder(directory: str | os.PathLike | None) -> Path:
+    """``directory`` (default :func:`cache_dir`) as a folder that can hold the cache, checked
+    before a long build: a file where the folder (or one above it) should be is refused with a
+    ``ValueError`` naming the setting that chose it, so no build is lost to it."""
+    if directory is not None:
+        folder, setting = Path(directory), "directory"
+    else:
+        folder = cache_dir()
+        setting = "LECTUREKIT_CACHE" if os.environ.get("LECTUREKIT_CACHE") else "the cache folder"
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(
+                    f"{setting}: the cache folder {str(folder)!r} cannot be used: "
+                    f"{str(parent)!r} is a file, not a folder; name a folder (or move the file)"
+                )
+            break
+    return folder
+
+
 def _is_simplified(text: str) -> bool:
     try:
         text.encode("gb2312")
@@ -157,8 +177,7 @@ def load_lexicon(directory: str | os.PathLike | None = None) -> list[Word]:
     a smaller lexicon. Raises ``ImportError`` naming the package when jieba or pypinyin is
     missing.
     """
-    directory = Path(directory) if directory is not None else cache_dir()
-    path = _cache_path(directory)
+    path = _cache_path(_cache_folder(directory))
     if path.is_file():
         words = _read_cache(path)
         if words is not None:

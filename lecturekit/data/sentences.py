@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from lecturekit._common import check_int, check_number
-from lecturekit.data.pinyin import cache_dir, word_pinyin
+from lecturekit.data.pinyin import _cache_folder, word_pinyin
 
 __all__ = [
     "Clause",
@@ -268,8 +268,7 @@ def load_sentences(directory: str | os.PathLike | None = None) -> SentenceCorpus
     ``directory`` (default :func:`lecturekit.data.pinyin.cache_dir`), keyed by both package
     versions; a cache that fails its check (empty, truncated, edited) is rebuilt.
     """
-    directory = Path(directory) if directory is not None else cache_dir()
-    path = _cache_path(directory)
+    path = _cache_path(_cache_folder(directory))
     corpus = _read_cache(path) if path.is_file() else None
     if corpus is None:
         corpus = build_sentences()

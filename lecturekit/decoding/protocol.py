@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from lecturekit._common import check_has_data
+
 if TYPE_CHECKING:
     from lecturekit.model.cache import KVCache
     from lecturekit.model.transformer import Transformer
@@ -82,6 +84,7 @@ class TransformerDecoder:
                     f"model must be a lecturekit.Transformer (with .{name}), "
                     f"got {type(model).__name__}"
                 )
+        check_has_data("model", model)
         self.model = model
         self.use_cache = use_cache
         cfg = model.config

@@ -332,6 +332,14 @@ class Transformer(nn.Module):
     def _check_step(self, tokens: Tensor, cache: KVCache) -> None:
         c = self.config
         check_type("cache", cache, KVCache, "a KVCache (from init_cache)")
+        heads, head_dim = c.n_heads, c.d_model // c.n_heads
+        shapes = {tuple(layer.cross_keys.shape[1::2]) for layer in cache.layers}  # (H, Dh)
+        if len(cache.layers) != c.n_decoder_layers or shapes != {(heads, head_dim)}:
+            raise ValueError(
+                f"cache must come from this model's init_cache ({c.n_decoder_layers} layers of "
+                f"{heads} heads x {head_dim}), got one of {len(cache.layers)} layers shaped "
+                f"{sorted(shapes)}: another model's cache"
+            )
         check_token_ids("tokens", tokens, c.tgt_vocab_size, shape="(B,)")
         if tokens.size(0) != cache.batch_size:
             raise ValueError(

@@ -163,17 +163,11 @@ def _save_payload(payload: dict[str, Any], path: str | Path) -> None:
 
 def _load_payload(path: Path, rebuild: str) -> dict[str, Any]:
     """The payload :func:`_save_payload` wrote to ``path``, read safely (``weights_only``);
-    raises ``ValueError`` naming ``rebuild`` (the command that remakes the file) when the
-    checksum is missing or does not match."""
-    from lecturekit.training.checkpoint import _checksum
+    raises ``ValueError`` naming ``rebuild`` (the command that remakes the file) when the file
+    cannot be read or its checksum is missing or does not match."""
+    from lecturekit.pretrained._files import read_payload
 
-    saved = torch.load(path, weights_only=True)
-    if not isinstance(saved, dict) or saved.get("checksum") != _checksum(saved):
-        raise ValueError(
-            f"{path} fails its checksum (or has none): the file was damaged after it was "
-            f"written; reinstall lecturekit or rebuild it with `{rebuild}`"
-        )
-    return saved
+    return read_payload(path, "name", f"reinstall lecturekit or rebuild it with `{rebuild}`")
 
 
 def load_rnn(name: str):

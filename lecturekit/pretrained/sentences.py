@@ -44,6 +44,9 @@ import torch
 import torch.nn.functional as F
 
 from lecturekit._common import check_int, check_number
+from lecturekit.pretrained._files import STATE_FIX, check_entries, load_state, read_payload
+from lecturekit.pretrained._files import save_state as _save_state
+from lecturekit.pretrained._files import ship as _ship
 from lecturekit.pretrained.building import _torch_threads
 
 __all__ = [
@@ -97,9 +100,12 @@ class SentenceRecipe:
     def __post_init__(self) -> None:
         if self.kind not in ("at", "nat"):
             raise ValueError(f"kind must be 'at' or 'nat', got {self.kind!r}")
-        for name in ("total_steps", "batch_size", "eval_every", "save_every", "n_eval"):
+        for name in ("total_steps", "batch_size", "warmup_steps", "eval_every", "save_every"):
             check_int(name, getattr(self, name), 1)
+        check_int("n_eval", self.n_eval, 1)
+        check_int("min_count", self.min_count, 1)
         check_number("peak_lr", self.peak_lr, 0, exclusive=("minimum",))
+        check_number("label_smoothing", self.label_smoothing, 0, 1, exclusive=("maximum",))
 
 
 SENTENCE_RECIPES: dict[str, SentenceRecipe] = {}
@@ -125,9 +131,9 @@ def sentence_checkpoint_path(name: str) -> Path:
 def state_path(name: str) -> Path:
     """The training state of recipe ``name`` between pieces (outside the package, in
     ``lecturekit.data.pinyin.cache_dir()``; never shipped)."""
-    from lecturekit.data.pinyin import cache_dir
+    from lecturekit.data.pinyin import _cache_folder
 
-    return cache_dir() / "training" / f"{_recipe(name).name}.state.pt"
+    return _cache_folder(None) / "training" / f"{_recipe(name).name}.state.pt"
 
 
 def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
@@ -190,24 +196,16 @@ def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) ->
     from lecturekit.chapters.capstone_sentences import TaggerIME
 
     model.eval()
-    ime = (
-        TransformerIME(model, *vocabs, beam_size=1)
-        if recipe.kind == "at"
-        else TaggerIME(model, *vocabs)
-    )
+    ime: TransformerIME | TaggerIME
+    if recipe.kind == "at":
+        ime = TransformerIME(model, *vocabs, beam_size=1)
+        ime._extra_steps = 1  # the shipped histories were measured so: a rebuild matches them
+    else:
+        ime = TaggerIME(model, *vocabs)
     answers = ime.candidates([p for p, _ in pairs], 1)
     model.train()
     s = sentence_scores(answers, [t for _, t in pairs], k=1)
     return float(s["edits"].sum() / s["chars"].sum())
-
-
-def _half_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    # float16 copies; tied weights (one tensor under two names) stay one tensor
-    seen: dict[int, torch.Tensor] = {}
-    return {
-        k: seen.setdefault(id(v), v.detach().half())
-        for k, v in model.state_dict(keep_vars=True).items()
-    }
 
 
 def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
@@ -216,16 +214,19 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     from lecturekit.data.vocab import Vocab
 
     if path.is_file():
-        state = _load_state(path)
+        state = load_state(path)
         if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
             raise ValueError(
                 f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
                 "delete it to train from scratch"
             )
         state["recipe"] = dataclasses.asdict(recipe)  # the current budget and description
-        vocabs = (Vocab.from_dict(state["src_vocab"]), Vocab.from_dict(state["tgt_vocab"]))
-        model = make_sentence_model(recipe, *vocabs)
-        model.load_state_dict(state["model"])
+        try:
+            vocabs = (Vocab.from_dict(state["src_vocab"]), Vocab.from_dict(state["tgt_vocab"]))
+            model = make_sentence_model(recipe, *vocabs)
+            model.load_state_dict(state["model"])
+        except (KeyError, RuntimeError, TypeError, ValueError) as err:
+            raise ValueError(f"state_path: {path} is damaged ({err}); {STATE_FIX}") from err
     else:
         vocabs = sentence_vocabs(pairs["train"], recipe.min_count)
         model = make_sentence_model(recipe, *vocabs)
@@ -239,28 +240,13 @@ def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
             "loss_sum": 0.0,
         }
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.peak_lr, betas=(0.9, 0.98), eps=1e-9)
-    if state["optimizer"] is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])  # dropout continues its stream
+    try:
+        if state["optimizer"] is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])  # dropout continues its stream
+    except (KeyError, RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"state_path: {path} is damaged ({err!r}); {STATE_FIX}") from err
     return {**state, "model_obj": model, "optimizer_obj": optimizer, "vocabs": vocabs}
-
-
-def _load_state(path: Path) -> dict[str, Any]:
-    """The training state :func:`_save_state` wrote to ``path``, read safely
-    (``weights_only``); a damaged file (its checksum does not match) is refused, never
-    continued from."""
-    from lecturekit.training.checkpoint import _checksum
-
-    state = torch.load(path, weights_only=True)
-    if not isinstance(state, dict) or "recipe" not in state:
-        raise ValueError(f"state_path: {path} is not a saved training state; delete or move it")
-    # states saved before the checksum was added have none: they are continued, not refused
-    if "checksum" in state and state.pop("checksum") != _checksum(state):
-        raise ValueError(
-            f"state_path: {path} fails its checksum: the file was damaged after it was "
-            "written. Delete it to train from scratch (the shipped model is not affected)"
-        )
-    return state
 
 
 def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
@@ -268,48 +254,6 @@ def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
     # budget and the description (the schedule does not depend on total_steps, so a longer or
     # shorter budget continues the same run)
     return {k: v for k, v in recipe.items() if k not in ("total_steps", "description")}
-
-
-def _save_state(state: dict[str, Any], path: Path) -> None:
-    from lecturekit.pretrained.rnn import _save_payload
-
-    model, optimizer = state["model_obj"], state["optimizer_obj"]
-    src_vocab, tgt_vocab = state["vocabs"]
-    kept = {k: v for k, v in state.items() if not k.endswith("_obj") and k != "vocabs"}
-    kept.update(
-        model=model.state_dict(),
-        optimizer=optimizer.state_dict(),
-        rng=torch.get_rng_state(),
-        src_vocab=src_vocab.to_dict(),
-        tgt_vocab=tgt_vocab.to_dict(),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _save_payload(kept, path)  # atomic, read back, with a checksum: see _load_state
-
-
-def _ship(recipe: SentenceRecipe, state: dict[str, Any], path: Path, threads: int) -> None:
-    from lecturekit.pretrained.rnn import _save_payload
-
-    model = state["model_obj"]
-    src_vocab, tgt_vocab = state["vocabs"]
-    _save_payload(  # atomic, with the SHA-256 checksum every shipped file carries
-        {
-            "recipe": dataclasses.asdict(recipe),
-            "config": model.config.to_dict(),
-            "state": _half_state(model),
-            "src_vocab": src_vocab.to_dict(),
-            "tgt_vocab": tgt_vocab.to_dict(),
-            "history": state["history"],
-            "metadata": {
-                "steps": state["step"],
-                "finished": state["step"] >= recipe.total_steps,
-                "train_seconds": round(state["seconds"], 1),
-                "threads": threads,
-                "torch": str(torch.__version__),  # a plain str: loadable with weights_only
-            },
-        },
-        path,
-    )
 
 
 def train_sentences(
@@ -380,7 +324,11 @@ def train_sentences(
 
 
 def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
-    # one Adam update at the schedule's learning rate; the step and the loss sum advance
+    # one Adam update at the schedule's learning rate; the step and the loss sum advance.
+    # Non-finite gradients (checked before they touch the weights) or weights raise fit's
+    # FloatingPointError, so no NaN state is ever saved or shipped
+    from lecturekit.training.checks import check_finite, optimizer_step
+
     model, optimizer = state["model_obj"], state["optimizer_obj"]
     s = state["step"] + 1
     lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
@@ -389,8 +337,10 @@ def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
     loss = _loss(model, recipe, batch)
     optimizer.zero_grad()
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
+    check_finite("gradients", torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), s, lr)
+    optimizer_step(optimizer, s, lr)
+    norms = torch.stack([p.detach().norm() for p in model.parameters()])
+    check_finite("parameters", norms.norm(), s, lr)
     state["step"], state["loss_sum"] = s, state["loss_sum"] + loss.item()
 
 
@@ -421,8 +371,21 @@ class SentenceModel:
     metadata: dict[str, Any]
 
 
+_SHIPPED_ENTRIES = {
+    "recipe": dict,
+    "state": dict,
+    "src_vocab": dict,
+    "tgt_vocab": dict,
+    "history": dict,
+    "metadata": dict,
+}
+
+
 def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceModel:
-    """The shipped (or ``path``'s) checkpoint of recipe ``name`` as a :class:`SentenceModel`."""
+    """The shipped (or ``path``'s) checkpoint of recipe ``name`` as a :class:`SentenceModel`.
+
+    A damaged file (unreadable, an entry missing, its checksum does not match) and a file of
+    another recipe (an AT model loaded as the NAT) are refused with a ``ValueError``."""
     from lecturekit.data.vocab import Vocab
 
     recipe = _recipe(name)
@@ -433,14 +396,23 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
             f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
             "(repeat until it reports finished)"
         )
-    from lecturekit.pretrained.rnn import _load_payload
-
-    saved = _load_payload(
-        path, f"python -m lecturekit.pretrained build {recipe.name} --max-minutes 30"
-    )
-    src_vocab, tgt_vocab = Vocab.from_dict(saved["src_vocab"]), Vocab.from_dict(saved["tgt_vocab"])
-    model = make_sentence_model(recipe, src_vocab, tgt_vocab)
-    model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
+    fix = f"rebuild it with `python -m lecturekit.pretrained build {recipe.name} --max-minutes 30`"
+    saved = read_payload(path, "path", fix)
+    check_entries(saved, _SHIPPED_ENTRIES, path, "path", fix)
+    made_by = saved["recipe"]
+    if (made_by.get("kind"), made_by.get("model")) != (recipe.kind, recipe.model):
+        raise ValueError(
+            f"name: {path} holds a model of recipe {made_by.get('name')!r} (kind "
+            f"{made_by.get('kind')!r}), not one of {recipe.name!r} (kind {recipe.kind!r}); "
+            "load it under its own name"
+        )
+    try:
+        src_vocab = Vocab.from_dict(saved["src_vocab"])
+        tgt_vocab = Vocab.from_dict(saved["tgt_vocab"])
+        model = make_sentence_model(recipe, src_vocab, tgt_vocab)
+        model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
+    except (AttributeError, KeyError, RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"path: {path} is damaged ({str(err)[:200]}); {fix}") from err
     return SentenceModel(
         model.eval(), src_vocab, tgt_vocab, recipe, saved["history"], saved["metadata"]
     )

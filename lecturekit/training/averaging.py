@@ -66,6 +66,11 @@ def average_checkpoints(states: Sequence[Mapping[str, Tensor]]) -> dict[str, Ten
     """
     if isinstance(states, Mapping) or len(states) == 0:
         raise ValueError("states must be a non-empty list of state dicts, e.g. [sd1, sd2]")
+    for i, state in enumerate(states):
+        if not isinstance(state, Mapping):
+            raise TypeError(
+                f"states[{i}] must be a state dict (model.state_dict()), got {type(state).__name__}"
+            )
     names = list(states[0])
     for i, state in enumerate(states[1:], start=1):
         if sorted(state) != sorted(names):

@@ -96,6 +96,12 @@ def save_checkpoint(
         raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
+    for name, vocab in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab)):
+        if vocab is not None and not callable(getattr(vocab, "to_dict", None)):
+            raise TypeError(
+                f"{name} must be a lecturekit vocabulary (a WordVocab or CharVocab: it "
+                f"is stored with to_dict) or None, got {type(vocab).__name__}"
+            )
     if train_config is not None and hasattr(train_config, "to_dict"):
         train_config = train_config.to_dict()
     state_dict = model.state_dict()

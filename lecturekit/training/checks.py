@@ -34,6 +34,7 @@ from lecturekit._common import (
     check_token_ids,
     check_type,
 )
+from lecturekit.data.batching import _ids
 from lecturekit.decoding.search import MAX_DECODE_LEN
 from lecturekit.training.scheduled_sampling import ScheduledSampling
 from lecturekit.training.schedules import check_rate
@@ -206,8 +207,9 @@ def check_batch_ids(batch: Any, split: str, model_config: Any) -> None:
 
 def check_pair_shapes(pairs: Sequence[Any], split: str) -> list[tuple[Any, Any]]:
     """``pairs`` as a list of (source ids, target ids) tuples: each item must be a pair (a
-    tuple or list of two) of id sequences (lists, tuples or 1-D tensors), not of strings;
-    text must be encoded with the task's vocabularies first."""
+    tuple or list of two) of id sequences (lists, tuples or 1-D integer tensors or arrays),
+    not of strings; text must be encoded with the task's vocabularies first. Returns them as
+    lists of int ids."""
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(
@@ -221,7 +223,11 @@ def check_pair_shapes(pairs: Sequence[Any], split: str) -> list[tuple[Any, Any]]
                     f"{type(ids).__name__} ({ids!r:.40}); encode text with the vocabulary "
                     "first (vocab.encode(...) or task.encoded(split))"
                 )
-    return [pair if isinstance(pair, tuple) else tuple(pair) for pair in pairs]
+    # lists of int ids from here on (a 1-d integer tensor or array is what a student has)
+    return [
+        (_ids(src, f"{split}[{i}] source"), _ids(tgt, f"{split}[{i}] target"))
+        for i, (src, tgt) in enumerate(pairs)
+    ]
 
 
 def check_decode_length(decode_max_len: int | None, model_config: Any) -> None:

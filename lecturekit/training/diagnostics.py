@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,6 +28,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, eval_mode
+from lecturekit.training._attention_check import attention_reference_check
+from lecturekit.training._verdict import (
+    TOLERANCE,
+    Diagnosis,
+    _diagnosis,
+    _gap,
+    _max_gap,
+    _not_finite,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.data.batching import Batch
@@ -55,41 +63,6 @@ __all__ = [
     "overfit_one_batch",
     "gradient_norms_by_layer",
 ]
-
-# a change below this is float rounding, not information flowing (exact masking gives 0)
-TOLERANCE = 1e-4
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """The verdict of one probe: ``flagged`` (True = trouble found), ``message`` (Chinese,
-    no raw numbers) and the measured ``value`` behind it."""
-
-    probe: str
-    flagged: bool
-    message: str
-    value: float
-
-    def __str__(self) -> str:
-        return f"{self.probe}: {'flagged' if self.flagged else 'passed'} ({self.message})"
-
-
-def _diagnosis(probe: str, flagged: bool, bad: str, good: str, value: float) -> Diagnosis:
-    return Diagnosis(probe, bool(flagged), bad if flagged else good, float(value))
-
-
-def _gap(probe: str, gap: float, small_is_bad: bool, bad: str, good: str) -> Diagnosis:
-    """Compare ``gap`` with ``TOLERANCE``; a NaN or inf gap is flagged on its own (``nan >
-    TOLERANCE`` is False, so a plain comparison would pass a model whose output is NaN)."""
-    if not math.isfinite(gap):
-        return Diagnosis(probe, True, "输出含 NaN/inf：先找出它从哪一步开始出现", gap)
-    return _diagnosis(probe, gap < TOLERANCE if small_is_bad else gap > TOLERANCE, bad, good, gap)
-
-
-def _max_gap(a: Tensor, b: Tensor) -> float:
-    """``max |a - b|``, NaN when either side holds a NaN or inf (inf - inf would be NaN)."""
-    finite = bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
-    return float((a - b).abs().max()) if finite else math.nan
 
 
 @torch.no_grad()
@@ -145,51 +118,15 @@ def mask_sanity(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
 
 def mask_picture(model: Transformer, src: Tensor, tgt: Tensor) -> str:
     """Who may attend to whom in the first decoder layer, for the first sentence: a row per
-    query, ``■`` where the weight is above zero, ``·`` where it is exactly zero."""
+    query, ``■`` where the weight is above zero, ``·`` where it is exactly zero, ``?`` where it
+    is NaN or inf (never drawn as a zero), with a last line saying so."""
     w = _decoder_self_weights(model, src[:1], tgt[:1])[0]  # (T, T)
-    rows = ["".join("■" if x > 0 else "·" for x in row) for row in w.tolist()]
-    return "\n".join(f"query {i:>2} {row}" for i, row in enumerate(rows))
-
-
-def _reference_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k) + causal mask) V over the keys, written out in float64."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
-    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
-
-
-def attention_reference_check(attend: Callable[..., Tensor] | None = None) -> Diagnosis:
-    """Compare ``attend(q, k, v)`` (causal self attention, ``(B, H, T, Dh)`` each, float64)
-    with a float64 reference, output and gradients; ``torch.autograd.gradcheck`` checks its
-    backward pass against finite differences. ``attend=None``: the course's math backend."""
-    if attend is None:
-        from lecturekit.model import attention
-
-        def attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-            backend = attention.ATTENTION_FUNCTIONS["math"]  # read at call time
-            kw = dict(attn_mask=None, key_padding_mask=None, dropout_p=0.0)
-            return backend(q, k, v, is_causal=True, **kw)[0]
-
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 5, 8, generator=gen, dtype=torch.float64) for _ in range(3))
-    q, k, v = q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-    out, ref = attend(q, k, v), _reference_attention(q, k, v)  # (B, H, T, Dh) each
-    weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
-    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
-    ref_grads = torch.autograd.grad((ref * weight).sum(), (q, k, v))
-    error = max(
-        float((a - b).detach().abs().max())
-        for a, b in zip((out, *grads), (ref, *ref_grads), strict=True)
-    )
-    small = [x.detach()[:1, :1, :3, :4].clone().requires_grad_() for x in (q, k, v)]
-    backward_ok = torch.autograd.gradcheck(attend, tuple(small), raise_exception=False)
-    return _diagnosis(
-        "attention_reference_check",
-        error > 1e-8 or not backward_ok,
-        "与 float64 参考实现不一致",
-        "输出与梯度都与 float64 参考实现一致",
-        error,
-    )
+    cell = {True: "■", False: "·"}
+    rows = ["".join(cell[x > 0] if math.isfinite(x) else "?" for x in row) for row in w.tolist()]
+    lines = [f"query {i:>2} {row}" for i, row in enumerate(rows)]
+    if not bool(torch.isfinite(w).all()):
+        lines.append("? = 权重是 NaN/inf：先找出它从哪一步开始出现")
+    return "\n".join(lines)
 
 
 @torch.no_grad()
@@ -358,6 +295,8 @@ def embedding_scale_check(model: Transformer, src: Tensor, low: float = 0.5) -> 
         handle.remove()
     words = float(seen["x"].pow(2).mean().sqrt())
     positions = float((seen["out"] - seen["x"]).pow(2).mean().sqrt())
+    if not (math.isfinite(words) and math.isfinite(positions)):
+        return _not_finite("embedding_scale_check", words / positions if positions else words)
     ratio = words / positions if positions > 0 else math.inf
     return _diagnosis(
         "embedding_scale_check",
@@ -388,7 +327,9 @@ def determinism_probe(decode: Callable[[], Tensor]) -> Diagnosis:
 def warmup_check(lr_at: Callable[[int], float], steps: int = 1000, ratio: float = 0.5) -> Diagnosis:
     """``lr_at(step)`` for steps 1..``steps``: the first rate must be below ``ratio`` x peak."""
     check_int("steps", steps, minimum=2)
-    rates = [lr_at(step) for step in range(1, steps + 1)]
+    rates = [float(lr_at(step)) for step in range(1, steps + 1)]
+    if not all(math.isfinite(r) for r in rates):
+        return _not_finite("warmup_check", math.nan, "学习率含 NaN/inf：检查学习率公式")
     first, peak = rates[0], max(rates)
     return _diagnosis(
         "warmup_check",
@@ -404,6 +345,8 @@ def beam_ranking_check(ranked: Sequence[tuple[int, float]], alpha: float) -> Dia
     (length in tokens, EOS included). They must be sorted by the length-normalised score
     ``log P / ((5 + length) / 6) ** alpha`` (GNMT, Wu et al. 2016), not by ``log P``."""
     scores = [log_p / ((5.0 + length) / 6.0) ** alpha for length, log_p in ranked]
+    if any(math.isnan(x) for x in scores):  # -inf (an impossible result) is ordered; NaN not
+        return _not_finite("beam_ranking_check", math.nan, "分数含 NaN：检查束搜索的对数概率")
     disorder = max((b - a for a, b in zip(scores, scores[1:], strict=False)), default=0.0)
     return _diagnosis(
         "beam_ranking_check",
@@ -424,6 +367,8 @@ def free_running_check(model: Transformer, batches: list[Batch], slack: float = 
     from lecturekit.decoding.search import greedy
     from lecturekit.training.metrics import token_accuracy
 
+    if not batches:
+        raise ValueError("batches must hold at least one Batch, got none")
     eos, pad = model.config.eos_id, model.config.pad_id
     forced, free = [], []
     with eval_mode(model):
@@ -435,6 +380,8 @@ def free_running_check(model: Transformer, batches: list[Batch], slack: float = 
                 token_accuracy([_through(p, eos) for p in out], [_through(g, eos) for g in gold])
             )
     gap = sum(forced) / len(forced) - sum(free) / len(free)
+    if not math.isfinite(gap):
+        return _not_finite("free_running_check", gap)
     return _diagnosis(
         "free_running_check",
         gap > slack,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch import Tensor, nn
 
+from lecturekit._common import check_has_data
 from lecturekit.training import distributed
 from lecturekit.training.checks import (
     check_batch_ids,
@@ -444,6 +445,7 @@ def fit(
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if not hasattr(model, "config") or not callable(model):
         raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
+    check_has_data("model", model)
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be callable or None, got {type(on_step).__name__}")
     auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
