@@ -157,3 +157,64 @@ def test_phone_drawers_and_viewer_are_on_screen(browser, path: Path) -> None:  #
             _assert_on_screen("the figure viewer's ✕", close.evaluate(ON_SCREEN))
     finally:
         context.close()
+
+
+# The header's buttons that the keyboard reaches, and how each shows focus
+HEADER_BUTTONS = """() => Array.from(document.querySelectorAll(
+  '.bd-header-article button, .bd-header-article .btn, .bd-header-article a[href]'
+)).filter(button => button.checkVisibility() && button.getBoundingClientRect().width > 0)"""
+FOCUS_RING = """(button) => {
+  button.focus();
+  const style = getComputedStyle(button);
+  const seen = color => !/^rgba\\(.*,\\s*0\\)$|^transparent$/.test(color);
+  const outline = style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2
+    && seen(style.outlineColor);
+  const shadow = style.boxShadow !== 'none' && /\\d+px \\d+px/.test(style.boxShadow)
+    && seen(style.boxShadow.replace(/\\s*[\\d.]+px.*/, ''));
+  return {name: button.getAttribute('aria-label') || button.title
+            || button.textContent.trim().slice(0, 20) || button.className,
+          visible: button.matches(':focus-visible'), ring: outline || shadow};
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_header_buttons_show_keyboard_focus(browser, device: str) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, HTML / "notebooks" / "02_attention.html", DEVICES[device])
+    try:
+        page.keyboard.press("Tab")  # the reader uses the keyboard
+        buttons = page.evaluate_handle(HEADER_BUTTONS)
+        count = page.evaluate("(buttons) => buttons.length", buttons)
+        assert count >= 3, f"only {count} header buttons"
+        found = [
+            page.evaluate(f"(buttons) => ({FOCUS_RING})(buttons[{index}])", buttons)
+            for index in range(count)
+        ]
+        missing = [button["name"] for button in found if not button["ring"]]
+        assert not missing, f"no visible focus on {missing} at {device}"
+    finally:
+        context.close()
+
+
+def test_menu_button_hands_the_focus_to_the_drawer_and_back(browser) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, HTML / "notebooks" / "02_attention.html")
+    try:
+        for kind in ("primary", "secondary"):
+            toggle = page.locator(f".bd-header-article .{kind}-toggle")
+            toggle.focus()
+            page.keyboard.press("Enter")
+            page.wait_for_function(
+                f"() => document.querySelector('#pst-{kind}-sidebar-modal').open",
+                timeout=TIMEOUT_MS,
+            )
+            inside = page.evaluate(
+                f"() => !!document.activeElement.closest('#pst-{kind}-sidebar-modal')"
+            )
+            assert inside, f"the {kind} drawer opened without the focus"
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(300)
+            back = toggle.evaluate("(toggle) => document.activeElement === toggle")
+            assert back, f"closing the {kind} drawer left the focus on " + page.evaluate(
+                "() => document.activeElement.tagName + '.' + document.activeElement.className"
+            )
+    finally:
+        context.close()

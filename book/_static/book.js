@@ -21,7 +21,9 @@
           function (event) {
             event.preventDefault();
             event.stopImmediatePropagation();
-            toggle.blur();
+            // the focus stays on this button: the theme puts it into the drawer it opens and
+            // gives it back to the button it finds focused when the drawer closes
+            toggle.focus();
             wired.click();
           },
           true,
