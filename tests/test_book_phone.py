@@ -218,3 +218,46 @@ def test_menu_button_hands_the_focus_to_the_drawer_and_back(browser) -> None:  #
             )
     finally:
         context.close()
+
+
+# The checker's printed feedback: each output holding a statement, ❌, 💡 or ✅ line
+FEEDBACK = """() => {
+  const column = document.querySelector('article.bd-article').getBoundingClientRect();
+  const mark = /(^|\\n)(❌|💡|✅)|^练习 [\\w.]+（第/;
+  return Array.from(document.querySelectorAll('article.bd-article .cell_output pre'))
+    .filter(pre => mark.test(pre.textContent))
+    .map(pre => ({text: pre.textContent.trim().slice(0, 40),
+                  scrolls: pre.scrollWidth > pre.clientWidth + 1,
+                  cut: pre.getBoundingClientRect().right > column.right + 1}));
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", WITH_FEEDBACK, ids=_page_id)
+def test_checker_feedback_wraps_in_the_column(browser, path: Path, device: str) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, path, DEVICES[device])
+    try:
+        blocks = page.evaluate(FEEDBACK)
+        assert blocks, f"{_page_id(path)}: no feedback found"
+        wide = [block["text"] for block in blocks if block["scrolls"] or block["cut"]]
+        assert not wide, f"{_page_id(path)} at {device}: {len(wide)} feedback blocks: {wide[:5]}"
+    finally:
+        context.close()
+
+
+# Code cells wider than their box: like a wide output, each shows the scroll shadow
+UNMARKED_CODE = """() => Array.from(document.querySelectorAll('article.bd-article div.cell_input pre'))
+  .filter(pre => pre.checkVisibility() && pre.scrollWidth > pre.clientWidth + 1)
+  .filter(pre => !pre.classList.contains('lk-scrolls')
+    || getComputedStyle(pre).backgroundImage === 'none')
+  .map(pre => pre.textContent.trim().slice(0, 40))"""
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
+def test_wide_code_cells_show_that_they_scroll(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, path)
+    try:
+        unmarked = page.evaluate(UNMARKED_CODE)
+        assert not unmarked, f"{_page_id(path)}: {len(unmarked)} code cells: {unmarked[:5]}"
+    finally:
+        context.close()

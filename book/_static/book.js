@@ -153,7 +153,16 @@
   var SCROLLERS = ".bd-article .pst-scrollable-table-container, .bd-article .table-wrapper," +
     " .bd-article .lk-table-scroll, .bd-article .cell_output pre," +
     " .bd-article mjx-container[display='true'], .bd-article div.math," +
-    " .bd-article span.math.lk-wide-math";
+    " .bd-article span.math.lk-wide-math, .bd-article div.cell_input pre";
+
+  // The exercise checker's printed words (lecturekit.exercises): a statement, ❌, 💡, ✅
+  var FEEDBACK = /(^|\n)(❌|💡|✅)|^练习 [\w.]+（第/;
+
+  function markFeedback() {
+    document.querySelectorAll(".bd-article .cell_output pre").forEach(function (pre) {
+      if (FEEDBACK.test(pre.textContent)) pre.classList.add("lk-feedback");
+    });
+  }
 
   function wrapBareTables() {
     document.querySelectorAll(".bd-article table").forEach(function (table) {
@@ -183,6 +192,7 @@
   }
 
   function watchScrollers() {
+    markFeedback();
     wrapBareTables();
     window.addEventListener("resize", markScrollers);
     markScrollers();
