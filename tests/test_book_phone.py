@@ -261,3 +261,37 @@ def test_wide_code_cells_show_that_they_scroll(browser, path: Path) -> None:  # 
         assert not unmarked, f"{_page_id(path)}: {len(unmarked)} code cells: {unmarked[:5]}"
     finally:
         context.close()
+
+
+# The contrast ratio (WCAG 2) of the widget label's text on the background below it
+LABEL_CONTRAST = """() => {
+  const parse = color => (color.match(/[\\d.]+/g) || []).map(Number);
+  const luminance = ([r, g, b]) => [r, g, b].map(c => {
+    c /= 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  }).reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  return Array.from(document.querySelectorAll('.lk-static-widget .lk-widget-label')).map(label => {
+    const text = parse(getComputedStyle(label).color);
+    let back = null;
+    for (let up = label; up && !back; up = up.parentElement) {
+      const color = parse(getComputedStyle(up).backgroundColor);
+      if (color.length === 3 || (color.length === 4 && color[3] > 0)) back = color;
+    }
+    back = back || [255, 255, 255];
+    const [a, b] = [luminance(text), luminance(back)].sort((x, y) => y - x);
+    return (a + 0.05) / (b + 0.05);
+  });
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_widget_label_is_readable(browser, scheme: str) -> None:  # type: ignore[no-untyped-def]
+    assert WITH_WIDGETS, "no chapter has a widget"
+    context, page = _open(browser, WITH_WIDGETS[0], color_scheme=scheme)
+    try:
+        page.wait_for_selector(".lk-static-widget .lk-widget-label", timeout=TIMEOUT_MS)
+        assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
+        ratios = page.evaluate(LABEL_CONTRAST)
+        assert ratios and min(ratios) >= 4.5, f"{scheme}: contrast {min(ratios):.2f}:1"
+    finally:
+        context.close()
