@@ -16,6 +16,14 @@
       var toggles = document.querySelectorAll("." + kind + "-toggle");
       var wired = toggles[0];
       Array.prototype.slice.call(toggles, 1).forEach(function (toggle) {
+        // The theme gives the focus back to this button when its drawer closes, also after
+        // a link in the drawer has scrolled the page to a heading. The button sits in the
+        // sticky header, which Chromium scrolls back towards its place in the page when it
+        // takes the focus: the button takes it without scrolling.
+        var focus = toggle.focus;
+        toggle.focus = function (options) {
+          focus.call(toggle, Object.assign({}, options, { preventScroll: true }));
+        };
         toggle.addEventListener(
           "click",
           function (event) {
