@@ -16,12 +16,22 @@
       var toggles = document.querySelectorAll("." + kind + "-toggle");
       var wired = toggles[0];
       Array.prototype.slice.call(toggles, 1).forEach(function (toggle) {
+        // The theme gives the focus back to this button when its drawer closes, also after
+        // a link in the drawer has scrolled the page to a heading. The button sits in the
+        // sticky header, which Chromium scrolls back towards its place in the page when it
+        // takes the focus: the button takes it without scrolling.
+        var focus = toggle.focus;
+        toggle.focus = function (options) {
+          focus.call(toggle, Object.assign({}, options, { preventScroll: true }));
+        };
         toggle.addEventListener(
           "click",
           function (event) {
             event.preventDefault();
             event.stopImmediatePropagation();
-            toggle.blur();
+            // the focus stays on this button: the theme puts it into the drawer it opens and
+            // gives it back to the button it finds focused when the drawer closes
+            toggle.focus();
             wired.click();
           },
           true,
@@ -151,7 +161,16 @@
   var SCROLLERS = ".bd-article .pst-scrollable-table-container, .bd-article .table-wrapper," +
     " .bd-article .lk-table-scroll, .bd-article .cell_output pre," +
     " .bd-article mjx-container[display='true'], .bd-article div.math," +
-    " .bd-article span.math.lk-wide-math";
+    " .bd-article span.math.lk-wide-math, .bd-article div.cell_input pre";
+
+  // The exercise checker's printed words (lecturekit.exercises): a statement, ❌, 💡, ✅
+  var FEEDBACK = /(^|\n)(❌|💡|✅)|^练习 [\w.]+（第/;
+
+  function markFeedback() {
+    document.querySelectorAll(".bd-article .cell_output pre").forEach(function (pre) {
+      if (FEEDBACK.test(pre.textContent)) pre.classList.add("lk-feedback");
+    });
+  }
 
   function wrapBareTables() {
     document.querySelectorAll(".bd-article table").forEach(function (table) {
@@ -181,6 +200,7 @@
   }
 
   function watchScrollers() {
+    markFeedback();
     wrapBareTables();
     window.addEventListener("resize", markScrollers);
     markScrollers();
