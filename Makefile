@@ -182,6 +182,7 @@ browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [7/8] browser test: every built page offline, self-test answers, search, live JupyterLab"
 	@# two workers, each with its own Chromium: the pages' tests wait on rendering and fonts
 	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_book_reading.py \
+		tests/test_book_phone.py \
 		tests/test_lab.py \
 		--run-book --run-lab -q -p no:cacheprovider -n $(JOBS)
 
