@@ -39,27 +39,17 @@ from collections.abc import Callable
 
 import torch
 
-from lecturekit import Transformer, TransformerConfig, greedy
+from lecturekit import Transformer, greedy, small_config
 from lecturekit.training import TrainConfig, fit
 
 BUSY_LOOP = "while True: pass"
 
 
 def small_model() -> Transformer:
-    """A model of the size chapters 3-6 train: 2+2 layers, d_model 64, 4 heads."""
+    """The toy tasks' default model (``small_config``: 2+2 layers, d_model 64, 4 heads), the
+    size chapters 3-6 train."""
     torch.manual_seed(0)
-    config = TransformerConfig(
-        src_vocab_size=40,
-        tgt_vocab_size=40,
-        d_model=64,
-        n_heads=4,
-        d_ff=128,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        dropout=0.0,
-        max_len=64,
-    )
-    return Transformer(config)
+    return Transformer(small_config(40, 40))
 
 
 def workload() -> Callable[[], None]:
