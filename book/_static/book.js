@@ -152,6 +152,14 @@
       if (!img.complete) img.addEventListener("load", markZoomable);
     });
     window.addEventListener("resize", markZoomable);
+    // a figure's shown width also changes without a window resize (fonts, math and the
+    // scroll boxes settling the layout): watch the figures themselves
+    if (window.ResizeObserver) {
+      var observer = new ResizeObserver(markZoomable);
+      document.querySelectorAll(".bd-article img").forEach(function (img) {
+        observer.observe(img);
+      });
+    }
     markZoomable();
   }
 
