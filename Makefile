@@ -180,12 +180,11 @@ book-strict: setup
 
 browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [7/8] browser test: every built page offline, self-test answers, search, live JupyterLab"
-	@# one worker: with two Chromiums side by side, test_shrunken_figures_enlarge_on_a_click
-	@# failed in 2 of 4 runs (a figure left unmarked at phone width), never alone
+	@# two workers, each with its own Chromium: the pages' tests wait on rendering and fonts
 	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_book_reading.py \
 		tests/test_book_phone.py \
 		tests/test_lab.py \
-		--run-book --run-lab -q -p no:cacheprovider
+		--run-book --run-lab -q -p no:cacheprovider -n $(JOBS)
 
 pdf-check: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [8/8] PDF: make pdf, then check pages, fonts, titles, bookmarks, figures, math"

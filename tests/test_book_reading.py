@@ -333,6 +333,33 @@ SHRUNK = """(ratio) => Array.from(document.querySelectorAll('article.bd-article 
                 zoomable: img.classList.contains('lk-zoomable')}))"""
 
 
+LATE_FIGURE = """() => new Promise((resolve) => {
+  // a 1600-pixel-wide figure drawn after the page has loaded, as a widget's output is
+  const canvas = document.createElement('canvas');
+  canvas.width = 1600; canvas.height = 40;
+  const img = document.createElement('img');
+  img.id = 'lk-late-figure';
+  img.onload = () => resolve(img.naturalWidth);
+  img.src = canvas.toDataURL();
+  document.querySelector('article.bd-article').appendChild(img);
+})"""
+
+
+def test_a_figure_drawn_after_loading_is_marked_zoomable(browser) -> None:  # type: ignore[no-untyped-def]
+    # widgets draw their outputs (figures included) after the load event and after any resize;
+    # no later event would mark such a figure unless book.js watches the article for them
+    context, page, problems = _sized(browser, CHAPTER, PHONE)
+    try:
+        assert page.evaluate(LATE_FIGURE) == 1600
+        page.wait_for_function(
+            "() => document.getElementById('lk-late-figure').classList.contains('lk-zoomable')",
+            timeout=5_000,
+        )
+        assert not problems, str(problems)
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]

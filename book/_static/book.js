@@ -148,19 +148,25 @@
         openViewer(img);
       }
     });
-    document.querySelectorAll(".bd-article img").forEach(function (img) {
-      if (!img.complete) img.addEventListener("load", markZoomable);
-    });
     window.addEventListener("resize", markZoomable);
     // a figure's shown width also changes without a window resize (fonts, math and the
-    // scroll boxes settling the layout): watch the figures themselves
-    if (window.ResizeObserver) {
-      var observer = new ResizeObserver(markZoomable);
-      document.querySelectorAll(".bd-article img").forEach(function (img) {
-        observer.observe(img);
+    // scroll boxes settling the layout), and a widget's output draws its figures after the
+    // page has loaded: watch every figure, including the ones added later
+    var sized = window.ResizeObserver ? new ResizeObserver(markZoomable) : null;
+    function watchNewFigures() {
+      document.querySelectorAll(".bd-article img:not([data-lk-watched])").forEach(function (img) {
+        if (img.closest(".lk-figure-viewer")) return;
+        img.setAttribute("data-lk-watched", "");
+        img.addEventListener("load", markZoomable);
+        if (sized) sized.observe(img);
       });
+      markZoomable();
     }
-    markZoomable();
+    var article = document.querySelector(".bd-article");
+    if (article) {
+      new MutationObserver(watchNewFigures).observe(article, { childList: true, subtree: true });
+    }
+    watchNewFigures();
   }
 
   // Tables, printed outputs and formulas wider than the column scroll sideways (book.css);
