@@ -14,7 +14,6 @@ PY := $(VENV)/bin/python
 JOBS ?= 2
 PIP_STAMP := $(VENV)/.lecturekit-installed
 LAB_STAMP := $(VENV)/.lecturekit-lab-installed
-NPM_STAMP := node_modules/.lecturekit-installed
 CHROMIUM := /usr/bin/chromium
 # A CJK font, so the browser test's screenshots show the Chinese text instead of empty boxes.
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
@@ -65,7 +64,7 @@ help:
 	@echo "                (one notebook: make notebooks NOTEBOOKS=notebooks/00_setup.ipynb)"
 	@echo "make clean      remove _build"
 
-setup: $(PIP_STAMP) $(NPM_STAMP)
+setup: $(PIP_STAMP)
 
 # torch first and alone: the pin resolves to the CPU wheel where one is provided, instead of
 # letting the resolver pick a multi-GB CUDA build while it installs everything else.
@@ -84,19 +83,6 @@ $(LAB_STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0"
 	$(PY) -m pip install -q -c constraints.txt -e ".[gpu,lab]"
 	@touch $@
-
-# RequireJS and the ipywidgets embed manager, served by the built book (book/_ext/offline_assets.py).
-# Without the npm registry the book falls back to a CDN for widgets, with this one warning;
-# CI must build the offline book, so there it is an error.
-$(NPM_STAMP): package.json package-lock.json
-	@echo "==> installing offline JavaScript (npm ci)"
-	@if command -v npm >/dev/null && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; then \
-		touch $@; \
-	elif [ -n "$${CI:-}" ]; then \
-		echo "ERROR: npm ci failed; CI needs the npm registry to build the offline book" >&2; exit 1; \
-	else \
-		echo "WARNING: npm or its registry is unavailable: the book's widgets will load their JavaScript from a CDN (math still works offline)" >&2; \
-	fi
 
 $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT) &:
 	@echo "==> installing Debian's chromium, a CJK font and an emoji font for the browser test"

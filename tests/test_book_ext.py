@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
 import figures  # noqa: E402
 import search_terms  # noqa: E402
+import static_widgets  # noqa: E402
 import theme_zh  # noqa: E402
 from sphinx.errors import ExtensionError  # noqa: E402
 
@@ -174,3 +176,91 @@ def test_the_pdf_link_is_text_without_the_pdf_and_a_link_with_it(tmp_path: Path)
     (tmp_path / "course.pdf").write_bytes(b"%PDF-1.7")
     assert downloads.link_pdf(tmp_path, "course.pdf") == [page]
     assert page.read_text(encoding="utf-8") == f"<p>{link} · {paper}</p>"
+
+
+def _painter(models: dict[str, tuple[str, dict]]) -> tuple[static_widgets.WidgetPainter, list]:
+    written: list[bytes] = []
+
+    def write_image(data: bytes, suffix: str) -> str:
+        written.append(data)
+        return f"../_images/w{len(written)}{suffix}"
+
+    state = {key: {"model_name": kind, "state": model} for key, (kind, model) in models.items()}
+    return static_widgets.WidgetPainter(state, write_image), written
+
+
+def _view(model_id: str) -> str:
+    body = json.dumps({"model_id": model_id, "version_major": 2, "version_minor": 0})
+    return f'<p>before</p><script type="application/vnd.jupyter.widget-view+json">{body}</script>'
+
+
+PNG = base64.b64encode(b"\x89PNG fake bytes").decode()
+INTERACT = {
+    "box": ("VBoxModel", {"children": ["IPY_MODEL_size", "IPY_MODEL_temp", "IPY_MODEL_pick",
+                                        "IPY_MODEL_out"]}),
+    "size": ("IntSliderModel", {"description": "d_model", "min": 64, "max": 1024, "step": 64,
+                                "value": 512, "readout_format": "d"}),
+    "temp": ("FloatLogSliderModel", {"description": "温度 τ", "min": -1.0, "max": 0.7,
+                                     "base": 10.0, "step": 0.05, "value": 1.0,
+                                     "readout_format": ".2f"}),
+    "pick": ("DropdownModel", {"description": "头", "_options_labels": ["全部头", "头 1"],
+                               "index": 1}),
+    "out": ("OutputModel", {"outputs": [{"output_type": "display_data", "metadata": {
+        "image/png": {"width": 300}}, "data": {"image/png": PNG, "text/plain": "<Figure>"}}]}),
+}  # fmt: skip
+
+
+def test_static_widget_draws_controls_disabled_with_their_values() -> None:
+    painter, written = _painter(INTERACT)
+    page = painter.page(_view("box"))
+    assert page.startswith("<p>before</p>") and "widget-view" not in page
+    assert page.count("disabled") == 3  # two sliders and the dropdown
+    assert 'value="512"' in page and ">512</output>" in page
+    assert 'value="0"' in page and ">1.00</output>" in page  # the log slider's track: 10 ** 0
+    assert "<option selected>头 1</option>" in page
+    label = "在 Jupyter / Colab 中可以拖动滑块、选择：网页版没有 Python，图停在初始值"
+    assert label in page
+    caption = "控件取初始值时的图：d_model = 512，温度 τ = 1.00，头 = 头 1"
+    assert f'alt="{caption}"' in page and f"<figcaption>{caption}</figcaption>" in page
+    assert written == [base64.b64decode(PNG)] and 'src="../_images/w1.png" width="300"' in page
+
+
+def test_static_widget_without_controls_has_no_label() -> None:
+    painter, _ = _painter({
+        "bar": ("HBoxModel", {"children": ["IPY_MODEL_text", "IPY_MODEL_progress"]}),
+        "text": ("HTMLModel", {"value": "training: 100%", "description": ""}),
+        "progress": ("FloatProgressModel", {"min": 0.0, "max": 400.0, "value": 400.0}),
+    })  # fmt: skip
+    page = painter.page(_view("bar"))
+    assert "lk-widget-label" not in page and "training: 100%" in page
+    assert '<progress max="400.0" value="400.0"></progress>' in page
+
+
+def test_static_widget_text_box_says_type_and_escapes() -> None:
+    painter, _ = _painter({
+        "box": ("VBoxModel", {"children": ["IPY_MODEL_text"]}),
+        "text": ("TextModel", {"description": "拼音", "value": '"><script>', "placeholder": "wo"}),
+    })  # fmt: skip
+    page = painter.page(_view("box"))
+    assert "可以输入：网页版没有 Python，这里显示的是初始状态" in page
+    assert "<script>" not in page and "&quot;&gt;&lt;script&gt;" in page
+
+
+def test_static_widget_refuses_what_it_cannot_draw() -> None:
+    painter, _ = _painter({"x": ("ColorPickerModel", {"value": "#fff"})})
+    with pytest.raises(ExtensionError, match="ColorPickerModel"):
+        painter.page(_view("x"))
+    with pytest.raises(ExtensionError, match="no notebook saved its state"):
+        painter.page(_view("missing"))
+
+
+def test_theme_macros_copy_only_drops_fontawesome() -> None:
+    import pydata_sphinx_theme
+
+    theme = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme"
+    original = (theme / "static" / "webpack-macros.html").read_text(encoding="utf-8")
+    ours = (Path(__file__).resolve().parents[1] / "book" / "_templates" / "static"
+            / "webpack-macros.html").read_text(encoding="utf-8")  # fmt: skip
+    body = ours.split("-#}\n", 1)[1]
+    dropped = [line for line in original.splitlines() if line not in body.splitlines()]
+    assert len(dropped) == 2 and "fontawesome.js" in dropped[1], dropped

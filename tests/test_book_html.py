@@ -5,12 +5,13 @@ skipped otherwise. Debian's ``/usr/bin/chromium`` is driven by Playwright (no br
 downloaded). Every request that is not ``file://`` is blocked and fails the test, so a page
 that needs the network (a CDN script, font or image) cannot pass. Per page it checks: no failed
 request, no page error, no console error except the named harmless ones; MathJax typeset every
-formula and no raw ``\\(`` is left in the text; every image loaded; every widget rendered;
-no code cell scrolls sideways. A full-page screenshot of each page goes to
+formula and no raw ``\\(`` is left in the text; every image loaded; no code cell scrolls
+sideways. Widgets are drawn into the pages when the book is built (book/_ext/static_widgets.py):
+no page keeps a widget placeholder or loads widget JavaScript. A full-page screenshot of each page goes to
 _build/screenshots/. The self-tests' folded answers are checked in test_book_selftests.py.
 
 Nothing is judged before the page has settled, and settling does not depend on timing: every
-widget view has rendered, every ``@font-face`` the page declares has been loaded on purpose
+``@font-face`` the page declares has been loaded on purpose
 (a browser otherwise fetches a font only when a glyph first needs it, so a missing icon font
 would fail some runs and pass others), ``document.fonts.ready`` has resolved and no request
 is in flight. Then every URL the page requested must name a file of the build.
@@ -210,13 +211,6 @@ IMAGES_LOADED = """async () => {
 }"""
 
 
-WIDGETS_RENDERED = """() => Array.from(
-  document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')
-).every(view => {
-  const area = view.previousElementSibling;
-  return area && area.classList.contains('widget-subarea') && area.childElementCount > 0;
-})"""
-
 # Loads every font face the page declares, not only those a visible glyph needs yet; returns
 # the ones that failed. FontFace.load() tries each source of a face's src list in turn.
 LOAD_ALL_FONTS = """async () => {
@@ -237,8 +231,7 @@ CODE_SCROLLS = """() => Array.from(document.querySelectorAll('div.cell_input pre
 
 
 def _settle(page, problems: PageProblems) -> None:  # type: ignore[no-untyped-def]
-    """Wait until the page is done: widgets rendered, every font loaded, no request in flight."""
-    page.wait_for_function(WIDGETS_RENDERED, timeout=TIMEOUT_MS)
+    """Wait until the page is done: every font loaded, no request in flight."""
     problems.fonts.extend(page.evaluate(LOAD_ALL_FONTS))
     page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)
     for _ in range(TIMEOUT_MS // 50):  # and no request of our own count still open
@@ -328,19 +321,30 @@ def _copy_without(tmp_path: Path, missing: Path) -> Path:
     return site
 
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_SCRIPTS = (
+    "application/vnd.jupyter.widget-view+json",
+    "application/vnd.jupyter.widget-state+json",
+    "embed-amd.js",
+    "require.js",
+)
 
 
-def test_a_missing_widget_font_fails_the_page_check(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The page check is not blind to fonts: without one of the widget manager's icon fonts
-    a page with widgets fails, every run, because every declared font face is loaded."""
-    fonts = sorted((HTML / "_static" / "vendor" / "html-manager").glob("*.woff2"))
-    with_widgets = [p for p in CHAPTERS if WIDGET_VIEW in p.read_text(encoding="utf-8")]
-    assert fonts and with_widgets, "no widget fonts or no page with widgets in the build"
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_no_page_needs_widget_javascript(path: Path) -> None:
+    """Every widget is drawn at build time: no placeholder, saved state or manager is left."""
+    text = path.read_text(encoding="utf-8")
+    assert not [marker for marker in WIDGET_SCRIPTS if marker in text], _page_id(path)
+
+
+def test_a_missing_font_fails_the_page_check(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The page check is not blind to fonts: without one of the theme's icon fonts a page
+    fails, every run, because every declared font face is loaded."""
+    fonts = sorted((HTML / "_static").rglob("fa-*.woff2"))
+    assert fonts, "no icon fonts in the build"
     for font in fonts:
         site = _copy_without(tmp_path / font.stem, font)
         with pytest.raises(AssertionError, match=re.escape(font.name)):
-            check_page(browser, site / with_widgets[0].relative_to(HTML))
+            check_page(browser, site / CHAPTERS[0].relative_to(HTML))
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -539,7 +543,11 @@ def test_every_plot_has_a_number_caption_and_alt_text(path: Path) -> None:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
-    images = soup.select("article.bd-article .cell_output img")
+    images = [  # a widget's figure is captioned by the widget (tests/test_book_reading.py)
+        image
+        for image in soup.select("article.bd-article .cell_output img")
+        if not image.find_parent(class_="lk-static-widget")
+    ]
     notebook = ROOT / "notebooks" / f"{path.stem}.ipynb"
     assert len(images) == _png_outputs(notebook), f"{_page_id(path)}: a plot was not shown"
     numbers = []

@@ -12,13 +12,18 @@ skipped otherwise. Checks:
   and takes it back when the drawer closes;
 - the checker's feedback (exercise statements, ❌, 💡, ✅) wraps inside the column, on a phone
   and on a laptop; a code cell wider than its box shows the scroll shadow that outputs show;
-- the static widgets' label is readable (contrast at least 4.5:1) in light and dark modes.
+- the static widgets' label is readable (contrast at least 4.5:1) in light and dark modes;
+- no page weighs more than 4.5 MiB once loaded (the files it requested), and every plot has at
+  least two pixels per CSS pixel, so it stays sharp at a phone's 3 device pixels per CSS pixel
+  once a click opens it at its drawn size.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pytest
 from test_book_html import CHAPTERS, HTML, PAGES, TIMEOUT_MS, _page_id
@@ -46,8 +51,9 @@ WERE_WIDE = [
 ]  # fmt: skip
 FEEDBACK_MARK = re.compile(r"❌|💡|✅|练习 [\w.]+（第")
 WITH_FEEDBACK = [p for p in CHAPTERS if FEEDBACK_MARK.search(p.read_text(encoding="utf-8"))]
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WITH_WIDGETS = [p for p in CHAPTERS if WIDGET_VIEW in p.read_text(encoding="utf-8")]
+WITH_WIDGETS = [p for p in CHAPTERS if 'class="lk-static-widget"' in p.read_text(encoding="utf-8")]
+# what a page may weigh when it has loaded: every file it requested, fonts included
+MAX_PAGE_BYTES = 4.5 * 2**20
 
 
 def _open(browser, path: Path, device: dict | None = None, **options):  # type: ignore[no-untyped-def]
@@ -293,5 +299,51 @@ def test_widget_label_is_readable(browser, scheme: str) -> None:  # type: ignore
         assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
         ratios = page.evaluate(LABEL_CONTRAST)
         assert ratios and min(ratios) >= 4.5, f"{scheme}: contrast {min(ratios):.2f}:1"
+    finally:
+        context.close()
+
+
+def _requested_bytes(browser, path: Path) -> tuple[int, list[tuple[int, str]]]:  # type: ignore[no-untyped-def]
+    """What the page weighs once loaded and its fonts settled: the files it requested."""
+    context, page = _open(browser, path)
+    try:
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.reload(wait_until="load", timeout=TIMEOUT_MS)
+        page.evaluate("() => document.fonts.ready.then(() => null)")
+        page.wait_for_timeout(500)
+        files = {
+            Path(url2pathname(urlparse(url).path)) for url in requested if url.startswith("file:")
+        }
+        sizes = sorted(((f.stat().st_size, f.name) for f in files if f.is_file()), reverse=True)
+        return sum(size for size, _ in sizes), sizes
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_page_weight(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    total, sizes = _requested_bytes(browser, path)
+    assert total <= MAX_PAGE_BYTES, (
+        f"{_page_id(path)}: {total / 2**20:.2f} MiB, largest {sizes[:5]}"
+    )
+
+
+# plots (a cell's output or a widget's figure) drawn with fewer than 2 pixels per CSS pixel
+SOFT_PLOTS = """() => Array.from(document.querySelectorAll(
+    'article.bd-article .cell_output img, article.bd-article .lk-static-widget img'))
+  .map(img => [img.getAttribute('src').split('/').pop(), img.naturalWidth,
+               parseFloat(img.getAttribute('width')) || parseFloat(img.style.width) || img.naturalWidth])
+  .filter(([, pixels, drawn]) => pixels < 2 * drawn - 1)"""
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
+def test_plots_have_two_pixels_per_css_pixel(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    context, page = _open(browser, path)
+    try:
+        page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
+                      ".catch(() => null)))")  # fmt: skip
+        soft = page.evaluate(SOFT_PLOTS)
+        assert not soft, f"{_page_id(path)}: plots drawn at 1x (file, pixels, CSS width): {soft}"
     finally:
         context.close()

@@ -204,3 +204,28 @@ def test_plot_beam_tree(no_warnings):
     assert len(fig.axes[0].texts) == 3
     with pytest.raises(ValueError, match="length 2"):
         D.plot_beam_tree([[((1,), 0.0)], [((1,), 0.0)]])
+
+
+def test_sharp_figures_only_in_a_kernel() -> None:
+    assert P.setup_sharp_figures() is False  # pytest is no IPython kernel
+
+
+@pytest.mark.slow
+def test_figures_in_a_notebook_are_drawn_at_twice_their_size() -> None:
+    import base64
+    import struct
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    cell = (
+        "import matplotlib.pyplot as plt\nimport lecturekit.book.plotting\n"
+        "fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([0, 1])\nplt.show()"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    [output] = [o for o in notebook.cells[0].outputs if "image/png" in o.get("data", {})]
+    png = base64.b64decode(output["data"]["image/png"])
+    pixels_wide = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
+    shown_wide = output["metadata"]["image/png"]["width"]
+    assert pixels_wide // 2 == shown_wide, (pixels_wide, shown_wide)  # IPython halves, rounding down

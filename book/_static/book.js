@@ -1,6 +1,6 @@
 // The built book's own behaviour (added to every page by _config.yml's html_js_files):
-// the sidebar buttons work on every window, widgets say that they need a kernel, wide
-// figures open at their drawn size, and scrolled tables and formulas show that they scroll.
+// the sidebar buttons work on every window, wide figures open at their drawn size, and
+// scrolled tables and formulas show that they scroll.
 // Checked in a browser by tests/test_book_html.py.
 (function () {
   "use strict";
@@ -47,47 +47,6 @@
     });
   }
 
-  // The static book saves each widget's first state but has no Python to redraw its figure:
-  // its controls are shown disabled, with a label saying where they work.
-  var CONTROLS = [
-    ".widget-slider", ".widget-hslider", ".widget-vslider", ".widget-dropdown",
-    ".widget-toggle-buttons", ".widget-radio", ".widget-checkbox", ".widget-text",
-    ".widget-button", ".widget-play", ".widget-select", ".widget-toggle-button",
-    ".widget-inline-hbox",
-  ].join(", ");
-  var WIDGET_LABEL = "在 Jupyter / Colab 中可以拖动：网页版没有 Python，图停在初始值";
-
-  function disableWidgets() {
-    document.querySelectorAll(".widget-subarea").forEach(function (area) {
-      var controls = area.querySelectorAll(CONTROLS);
-      if (!controls.length || area.classList.contains("lk-static-widget")) return;
-      area.classList.add("lk-static-widget");
-      controls.forEach(function (control) {
-        control.inert = true;
-        control.setAttribute("aria-disabled", "true");
-        control.querySelectorAll("input, select, button, textarea").forEach(function (input) {
-          input.disabled = true;
-        });
-      });
-      var label = document.createElement("p");
-      label.className = "lk-widget-label";
-      label.textContent = WIDGET_LABEL;
-      area.insertBefore(label, area.firstChild);
-    });
-  }
-
-  function watchWidgets() {
-    if (!document.querySelector('script[type="application/vnd.jupyter.widget-view+json"]')) {
-      return;
-    }
-    // the widget manager renders after the window's load event, asynchronously
-    new MutationObserver(disableWidgets).observe(document.body, {
-      childList: true,
-      subtree: true,
-    });
-    disableWidgets();
-  }
-
   // A figure shown much narrower than it was drawn opens at its drawn size on a click, in a
   // dialog that scrolls; a link opens the image file itself (all offline).
   var ZOOM_BELOW = 0.95;
@@ -116,18 +75,24 @@
     var big = viewer.querySelector(".lk-figure-scroll img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
-    big.style.width = img.naturalWidth + "px";
+    big.style.width = drawnWidth(img) + "px";
     viewer.querySelector(".lk-figure-file").href = img.currentSrc || img.src;
     viewer.showModal();
+  }
+
+  // The width a figure was drawn for: a sharp ("retina") figure has twice as many pixels and
+  // states its width on the page in its width attribute (or style)
+  function drawnWidth(img) {
+    return parseFloat(img.getAttribute("width")) || parseFloat(img.style.width) || img.naturalWidth;
   }
 
   function markZoomable() {
     document.querySelectorAll(".bd-article img").forEach(function (img) {
       if (!img.naturalWidth || img.closest(".lk-figure-viewer")) return;
-      var shrunk = img.clientWidth < ZOOM_BELOW * img.naturalWidth;
+      var shrunk = img.clientWidth < ZOOM_BELOW * drawnWidth(img);
       img.classList.toggle("lk-zoomable", shrunk);
       if (shrunk) {
-        img.title = "点击放大（原图 " + img.naturalWidth + " 像素宽）";
+        img.title = "点击放大（原图 " + Math.round(drawnWidth(img)) + " 像素宽）";
         img.tabIndex = 0;
       } else {
         img.removeAttribute("title");
@@ -150,23 +115,13 @@
     });
     window.addEventListener("resize", markZoomable);
     // a figure's shown width also changes without a window resize (fonts, math and the
-    // scroll boxes settling the layout), and a widget's output draws its figures after the
-    // page has loaded: watch every figure, including the ones added later
+    // scroll boxes settling the layout): watch the figures themselves
     var sized = window.ResizeObserver ? new ResizeObserver(markZoomable) : null;
-    function watchNewFigures() {
-      document.querySelectorAll(".bd-article img:not([data-lk-watched])").forEach(function (img) {
-        if (img.closest(".lk-figure-viewer")) return;
-        img.setAttribute("data-lk-watched", "");
-        img.addEventListener("load", markZoomable);
-        if (sized) sized.observe(img);
-      });
-      markZoomable();
-    }
-    var article = document.querySelector(".bd-article");
-    if (article) {
-      new MutationObserver(watchNewFigures).observe(article, { childList: true, subtree: true });
-    }
-    watchNewFigures();
+    document.querySelectorAll(".bd-article img").forEach(function (img) {
+      img.addEventListener("load", markZoomable);
+      if (sized) sized.observe(img);
+    });
+    markZoomable();
   }
 
   // Tables, printed outputs and formulas wider than the column scroll sideways (book.css);
@@ -245,7 +200,6 @@
   function start() {
     translateTooltips();
     wireSidebarToggles();
-    watchWidgets();
     watchFigures();
     watchScrollers();
   }

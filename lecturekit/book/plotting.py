@@ -32,6 +32,7 @@ __all__ = [
     "CJK_FONT_NAME",
     "cjk_font_path",
     "setup_fonts",
+    "setup_sharp_figures",
     "plot_attention",
     "plot_attention_heads",
     "plot_history",
@@ -74,6 +75,30 @@ def setup_fonts() -> str:
 
 
 CJK_FONT_NAME = setup_fonts()
+
+
+def setup_sharp_figures() -> bool:
+    """In a notebook, show figures as PNG drawn at twice their pixel size ("retina").
+
+    The output records the figure's size on the page (half its pixels), so a figure keeps
+    its size but stays sharp on screens with 2 or 3 device pixels per CSS pixel (phones,
+    most laptops) and in the book's figure viewer. Returns whether it ran in an IPython
+    kernel (elsewhere it does nothing). Idempotent; called when this module is imported.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # matplotlib without IPython: no notebook to set up
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return False
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats("retina")
+    return True
+
+
+setup_sharp_figures()
 
 
 # ---------------------------------------------------------------------------------------------
