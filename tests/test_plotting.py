@@ -228,4 +228,7 @@ def test_figures_in_a_notebook_are_drawn_at_twice_their_size() -> None:
     png = base64.b64decode(output["data"]["image/png"])
     pixels_wide = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
     shown_wide = output["metadata"]["image/png"]["width"]
-    assert pixels_wide // 2 == shown_wide, (pixels_wide, shown_wide)  # IPython halves, rounding down
+    assert pixels_wide // 2 == shown_wide, (
+        pixels_wide,
+        shown_wide,
+    )  # IPython halves, rounding down
