@@ -1,5 +1,6 @@
 """Chapter 7 (GPU kernels, beyond the lecture) exercises: merging two online-softmax states,
-counting the bytes that naive attention moves, and a first Triton kernel of the reader's own.
+counting the bytes that naive attention moves, a first Triton kernel of the reader's own (a
+row sum), and the inner loop of the FlashAttention forward pass in a given skeleton.
 
 The kernel exercise's answer is a ``@triton.jit`` function: its ``launch`` runs it through
 Triton's interpreter on the CPU when it was defined under ``TRITON_INTERPRET=1``, natively on
@@ -338,5 +339,122 @@ register(
         reference=reference_row_sum,
         launch=_launch_row_sum,
         model_answer="lecturekit.exercises.triton_answers.row_sum_kernel",
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# kernels.attention_kernel: the inner loop of the FlashAttention forward pass
+# --------------------------------------------------------------------------------------
+
+_ATTENTION_BLOCK_M, _ATTENTION_D = 16, 16  # the skeleton's query block and head dimension
+
+
+def _launch_attention(kernel: Any) -> Callable[..., torch.Tensor]:
+    """The function ``check`` calls on each case: it launches ``kernel`` on ``q (Nq, D)``,
+    ``k``, ``v`` ``(Nk, D)`` with ``BLOCK_N`` keys per step."""
+    device = kernel_device(kernel)
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int) -> torch.Tensor:
+        n_q, n_k = q.shape[0], k.shape[0]
+        # K and V rows past Nk (up to a whole block more) hold NaN: a key read without its
+        # mask gives NaN, not a plausible number
+        padded = n_k + block_n
+        k_buf = torch.full((padded, _ATTENTION_D), float("nan"), device=device)
+        v_buf = torch.full((padded, _ATTENTION_D), float("nan"), device=device)
+        k_buf[:n_k], v_buf[:n_k] = k.to(device), v.to(device)
+        out = torch.full((n_q, _ATTENTION_D), float("inf"), device=device)
+        grid = (-(-n_q // _ATTENTION_BLOCK_M),)
+        poison = _masked_lanes_poisoned() if device.type == "cpu" else contextlib.nullcontext()
+        with poison:
+            kernel[grid](
+                q.to(device).contiguous(), k_buf, v_buf, out, n_q, n_k,
+                BLOCK_M=_ATTENTION_BLOCK_M, BLOCK_N=block_n, D=_ATTENTION_D,
+            )  # fmt: skip
+        if n_q and bool((out == 0).all()):  # the skeleton's loop left acc at 0
+            raise NotImplementedError("输出全是 0：循环体还空着，或者 acc 从没加上 p 与 V 的乘积。")
+        return out.cpu()
+
+    return attention
+
+
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int
+) -> torch.Tensor:
+    """What the kernel must compute: ``softmax(q k^T) v``, ``(Nq, D)``, in float64 then
+    float32 (the block size changes how, not what)."""
+    return (torch.softmax(q.double() @ k.double().T, dim=-1) @ v.double()).float()
+
+
+def _attention_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(73)
+
+    def qkv(n_q: int, n_k: int, spread: float = 1.0) -> tuple[torch.Tensor, ...]:
+        return tuple(
+            torch.randn(n, _ATTENTION_D, generator=g) * s
+            for n, s in ((n_q, spread), (n_k, 1.0), (n_k, 1.0))
+        )
+
+    settings = [
+        (16, 16, 16, 1.0, "Nq = Nk = 16，一块"),
+        (16, 64, 16, 1.0, "Nk = 64 是 4 块"),
+        (16, 37, 16, 1.0, "Nk = 37 不是块大小 16 的倍数"),
+        (20, 5, 8, 1.0, "Nk = 5 比一块短，Nq = 20 跨两个查询块"),
+        (16, 40, 8, 4.0, "分数大（查询乘 4），最大值在后面的块里刷新"),
+        (7, 1, 16, 1.0, "只有 1 个键"),
+    ]
+    cases = [
+        Case(args=(*qkv(n_q, n_k, spread), block_n), label=label)
+        for n_q, n_k, block_n, spread, label in settings
+    ]
+    rng = random.Random(74)
+    for _ in range(2):
+        n_q, n_k, block_n = rng.randint(1, 40), rng.randint(1, 70), rng.choice([8, 16])
+        cases.append(
+            Case(
+                args=(*qkv(n_q, n_k), block_n),
+                label=f"随机：Nq = {n_q}，Nk = {n_k}，块大小 {block_n}",
+            )
+        )
+    return cases
+
+
+register(
+    Exercise(
+        id="kernels.attention_kernel",
+        chapter=7,
+        title="写 FlashAttention 前向的内层循环",
+        prompt=(
+            "补完下面骨架里的循环体，签名是\n"
+            "    attention_kernel(Q, K, V, OUT, n_q, n_k, BLOCK_M: tl.constexpr, "
+            "BLOCK_N: tl.constexpr, D: tl.constexpr)\n"
+            "Q 是 (n_q, D)、K 和 V 是 (n_k, D) 的 float32 矩阵，按行连续存放；第 pid 个程序实例"
+            "负责查询 pid·BLOCK_M 到 (pid+1)·BLOCK_M - 1，把 softmax(Q Kᵀ) V 的这几行写进 OUT"
+            "（不乘 1/√D，检查器已经把缩放乘进了 Q）。骨架已经读好了查询块 q (BLOCK_M, D)，"
+            "准备好 m_i、l_i、acc，也写好了循环后的 out = acc / l_i 和写回；你要写的是"
+            "每一步：读 BLOCK_N 个键和值，算分数，按在线 softmax 更新 m_i、l_i、acc。"
+            "n_k 不一定是 BLOCK_N 的倍数（测试里 BLOCK_N 取 8、16，D = 16，BLOCK_M = 16）。"
+            '两次矩阵乘可以用 tl.dot(a, b, input_precision="ieee")（fp32 的完整精度；'
+            "GPU 上不写时默认 TF32，误差超出检查的容差）。\n"
+            "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
+            "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）。"
+        ),
+        hint=(
+            "对照正文的递推：先求新的行最大值，再算缩放因子（旧最大值减新最大值的指数）"
+            "和这一块的权重；指数和与累加器都要先乘缩放因子，再加上这一块的贡献；"
+            "最后别忘了更新行最大值。越过 n_k 的键：读的时候要挡住，被挡住的位置读作 0；"
+            "算出的分数还要设成负无穷，否则它们会分走权重。"
+        ),
+        explanation=(
+            "offs_n = start_n + tl.arange(0, BLOCK_N)；按 offs_n < n_k 带 other=0.0 读 K、V 的块；"
+            "s = tl.dot(q, tl.trans(k))，越界的列设为 -inf；m_new = max(m_i, 行最大值)，"
+            "alpha = exp(m_i - m_new)，p = exp(s - m_new)，l_i = l_i·alpha + p 的行和，"
+            "acc = acc·alpha + tl.dot(p, v)，m_i = m_new。"
+        ),
+        kind="function",
+        returns=Array("float32", "(n_q, D)"),
+        cases=_attention_cases,
+        reference=reference_attention,
+        launch=_launch_attention,
+        model_answer="lecturekit.exercises.triton_answers.attention_kernel",
     )
 )

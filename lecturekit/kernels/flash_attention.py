@@ -19,8 +19,8 @@ Its traffic is ``Nq * D`` (read Q once) ``+ (Nq / BLOCK_M) * 2 * Nk * D`` (K and
 once per query block) ``+ Nq * D`` (write O). The middle term still grows with ``Nq * Nk``,
 but ``2 * BLOCK_M / D`` times slower than the ``4 * Nq * Nk`` of the score matrices (4x with
 ``BLOCK_M = 128``, ``D = 64``), and query blocks running at the same time read the same K/V
-blocks, which the L2 cache then serves, so DRAM sees little more than reading the inputs
-once and writing the output once.
+blocks, which the L2 cache may then serve, so that DRAM sees little more than reading the
+inputs once and writing the output once (expected; not measured).
 
 Forward algorithm (online softmax)
 ----------------------------------
@@ -38,6 +38,15 @@ At the end ``O = acc / l``, exactly ``softmax(s) V`` over all keys. The program 
 ``LSE = m + log(l)`` (the log-sum-exp of the row, ``Nq`` floats per head) so that the backward
 pass can recompute ``P = exp(S - LSE)`` without a second online pass. Exponentials are taken
 base 2 (``exp2``, the GPU's native instruction) with the scale multiplied by ``log2(e)``.
+
+This is FlashAttention-2's arrangement (Dao 2023), and three of its changes to
+FlashAttention-1 are in the code: (1) the loop over key blocks is the *inner* loop, so a
+program owns a query block and its ``acc``, ``m`` and ``l`` stay on chip until the end
+(FlashAttention-1 loops over key blocks outside and reads and writes ``O``, ``m`` and ``l``
+in DRAM at every step); (2) ``acc`` stays unnormalised and is divided by ``l`` once, after the
+loop (FlashAttention-1 rescales ``O`` by ``diag(l)^-1`` at every step: more non-matmul
+flops); (3) only ``LSE`` is saved for the backward pass, not ``m`` and ``l``. FlashAttention-2
+also parallelises over query blocks as well as batch x head (the grid's two axes here).
 
 Masked scores are ``-inf`` and contribute ``exp(-inf) = 0``. A query row whose keys are *all*
 masked (a fully padded source) would give ``0 / 0``; here its output is zeros and its LSE is
@@ -266,6 +275,7 @@ def _attn_fwd_kernel(
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         m_i = m_new
 
+    # FlashAttention-2: divide by l once here, not at every step; save LSE, not m and l
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
     out = acc / l_safe[:, None]  # fully masked rows: 0 / 1 = 0

@@ -12,8 +12,12 @@ exp, sum and divide in one pass); only a softmax written out of separate max/exp
 calls (Triton tutorial 02's ``naive_softmax``) reads and writes the whole tensor at every
 step. Softmax does ~5 flops per element, far below what a GPU can do per byte loaded, so its
 speed is set by bytes moved. The fused kernel reads ``x`` and the mask once and writes ``y``
-once: ``3 * R * N`` elements with a mask, ``2 * R * N`` without, the minimum. Its bandwidth can therefore approach that of a plain
-device-to-device copy, which is the yardstick of ``benchmarks/kernels_gpu.py``.
+once: ``3 * R * N`` elements with a mask, ``2 * R * N`` without, the minimum. Its bandwidth
+can therefore approach that of a plain device-to-device copy, which is the yardstick of
+``benchmarks/kernels_gpu.py``. That count holds when the mask already has ``x``'s shape: the
+kernel reads the mask with ``x``'s row layout, so :func:`softmax` first expands a mask that
+broadcasts (a ``(T, T)`` causal mask, a ``(B, 1, 1, T)`` padding mask) and copies it to
+``x``'s shape, one more write and read of ``R * N`` elements before the kernel runs.
 
 Algorithm
 ---------
@@ -25,8 +29,8 @@ One program handles one row.
 * Longer rows are processed in blocks of ``BLOCK_N`` columns with the *online softmax*: each
   lane keeps a running maximum ``m`` and a running sum ``s`` of ``exp(z - m)``; when a new
   block raises the maximum to ``m'``, the old sum is rescaled by ``exp(m - m')``. A second
-  pass over the row writes ``exp(z - m) / s``. This reads ``x`` twice (the second read may
-  be served by the L2 cache; not measured).
+  pass over the row writes ``exp(z - m) / s``. This reads ``x`` (and the mask) twice (the
+  second read may be served by the L2 cache; not measured).
 
 Masked entries get the logit ``-inf``, so they contribute ``exp(-inf) = 0``. A row whose
 entries are *all* masked would compute ``0 / 0``; we define its output as all zeros (no NaN),

@@ -29,10 +29,14 @@ With ``xhat = (x - mean) * rstd`` and ``g = w * dy``:
 * ``dw = sum over rows of dy * xhat`` and ``db = sum over rows of dy`` (column-wise).
 
 ``dx`` is row-local, but ``dw``/``db`` reduce over all ``M`` rows. Summing with atomics
-would be nondeterministic, so the work is split in two kernels, as in Triton's LayerNorm
-tutorial: (1) ``G`` programs each take a contiguous chunk of rows, write ``dx`` for them
-and accumulate *partial* ``dw``/``db`` rows in registers, stored to a ``(G, N)`` buffer;
-(2) a second kernel sums the ``G`` partial rows per column. Traffic: read ``x`` and ``dy``
+would be nondeterministic, so the work is split in two kernels: (1) ``G`` programs each
+take a contiguous chunk of rows, write ``dx`` for them and accumulate *partial* ``dw``/``db``
+rows in registers, stored to a ``(G, N)`` buffer that each program owns one row of; (2) a
+second kernel sums the ``G`` partial rows per column in a fixed order. Triton's LayerNorm
+tutorial (05) also has two kernels, but unlike it this one takes no locks: there each row
+program adds into one of ``GROUP_SIZE_M`` shared buffer rows under an ``atomic_cas`` spin
+lock, so the order of the additions, and the rounding, still depends on scheduling; here
+each partial row has one owner, so the result is bit-for-bit reproducible. Traffic: read ``x`` and ``dy``
 once, write ``dx`` once, plus ``2 G N`` partial sums (small when ``G << M``).
 """
 
