@@ -264,3 +264,48 @@ def test_theme_macros_copy_only_drops_fontawesome() -> None:
     body = ours.split("-#}\n", 1)[1]
     dropped = [line for line in original.splitlines() if line not in body.splitlines()]
     assert len(dropped) == 2 and "fontawesome.js" in dropped[1], dropped
+
+
+def test_glossary_avoided_names_are_searched_as_the_term(tmp_path: Path) -> None:
+    path = _notebook(
+        tmp_path,
+        "## 术语表\n\n| 中文 | English | 首次出现 | 不用 |\n|---|---|---|---|\n"
+        "| 定时采样 | scheduled sampling | 第 6 章 | 计划采样、调度采样 |\n"
+        "| 30 秒速记 | 30-second summary | 第 0 章 | 30 秒小结 / 30 秒总结 |\n"
+        "| 键 | key | 第 2 章 | |\n"
+        "| 教师强制 | teacher forcing | 第 1 章 | teacher forcing、键 |",
+    )
+    rows = search_terms.glossary_rows(path)
+    assert rows[0].avoided == ("计划采样", "调度采样") and rows[2].avoided == ()
+    assert search_terms.synonyms(rows) == {
+        "计划采样": "定时采样",
+        "调度采样": "定时采样",
+        "30 秒小结": "30 秒速记",
+        "30 秒总结": "30 秒速记",
+    }
+    twice = rows + [search_terms.GlossaryRow(("计划",), (), "plan", "第 1 章", ("计划采样",))]
+    with pytest.raises(ExtensionError, match="计划采样"):
+        search_terms.synonyms(twice)
+
+
+def test_plain_math_reads_as_text() -> None:
+    assert search_terms.plain_math(r"\(\sqrt{d_k}\)") == "√d_k"
+    assert search_terms.plain_math(r"\(Q K^\top\)") == "Q K^ᵀ"
+    assert search_terms.plain_math(
+        r"\[\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right)V\]"
+    ) == ("softmax(QK^ᵀ√d_k)V")
+
+
+def test_page_texts_mark_where_each_section_starts(tmp_path: Path) -> None:
+    page = tmp_path / "notebooks" / "02_x.html"
+    page.parent.mkdir()
+    page.write_text(
+        '<article class="bd-article"><section id="top"><h1>标题</h1><p>开头 <span class="math">\\(d_k\\)</span>。</p>'
+        '<section id="sub"><h2>小节</h2><p>这里是小节。</p></section></section></article>',
+        encoding="utf-8",
+    )
+    texts, anchors = search_terms.page_texts(tmp_path)
+    text = texts["notebooks/02_x.html"]
+    assert "\\(" not in text and "d_k" in text
+    starts = anchors["notebooks/02_x.html"]
+    assert text[starts["top"] :].startswith("标题") and text[starts["sub"] :].startswith("小节")

@@ -498,6 +498,16 @@ def test_search_ranks_the_teaching_chapter_first(search_page) -> None:  # type: 
     assert not wrong, f"glossary queries whose first result is another page: {wrong}"
 
 
+def test_search_finds_the_term_under_a_name_the_book_avoids(search_page) -> None:  # type: ignore[no-untyped-def]
+    """The glossary's 不用 column (遮罩 for 掩码): a reader's other name finds the term's page."""
+    synonyms = search_page.evaluate("() => BOOK_SYNONYMS")
+    ranks = search_page.evaluate("() => BOOK_RANKS")
+    assert "遮罩" in synonyms, synonyms
+    first = {said: search_page.evaluate(FIRST_RESULT, said) for said in synonyms}
+    wrong = {said: page for said, page in first.items() if page != ranks[synonyms[said]]}
+    assert not wrong, f"avoided names whose first result is not the term's chapter: {wrong}"
+
+
 @pytest.mark.parametrize("query", ["层归一化", "teacher forcing"])
 def test_search_results_show_the_matching_sentence(browser, query: str) -> None:  # type: ignore[no-untyped-def]
     from urllib.parse import quote

@@ -17,6 +17,8 @@ reader types is in no index entry. This extension
   when it is a term of the index or of the dictionary, otherwise cut into the longest such
   terms from the left (a character that starts none is dropped, as the index holds none);
   a one-letter Latin word is dropped too (never indexed: "p 值" is looked up as ``值``);
+- searches a name the book avoids (the glossary's 不用 column: 计划采样) as the book's term
+  (定时采样);
 - ranks the chapter that teaches a glossary term first when the query is that term or its
   English name (the glossary's 首次出现 column names the chapter): Sphinx's own scores put
   the intro or the lecture map, which only name the term, above it;
@@ -42,6 +44,7 @@ from sphinx.search.zh import SearchChinese
 
 DICT_NAME = "search_terms.txt"  # under the doctree folder
 RANKS_NAME = "search_ranks.json"  # under the doctree folder: query -> the teaching chapter
+SYNONYMS_NAME = "search_synonyms.json"  # under the doctree folder: avoided word -> the term
 TEXT_JS = "search_text.js"  # under _static/ of the built site
 NOT_PAGES = ("_static", "_sources", "_images", "_sphinx_design_static", "genindex", "search")
 GLOSSARY_HEADING = "术语表"
@@ -58,9 +61,11 @@ class GlossaryRow:
     qualifiers: tuple[str, ...]  # parenthesised: "预热 (学习率)" -> ("学习率",)
     english: str
     chapter: str  # as written in the table: "第 6 章" or "附录"
+    avoided: tuple[str, ...] = ()  # the 不用 column: other names the book does not use
 
 
 PARENTHESISED = re.compile(r"[(（]([^)）]*)[)）]")
+AVOIDED_SEPARATORS = re.compile(r"[、，,/]")
 
 
 def split_cell(cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -102,7 +107,12 @@ def glossary_rows(notebook: Path) -> list[GlossaryRow]:
             continue  # the separator line, or the header (no Chinese in its first cell)
         if cells_[0] == "中文":
             continue
-        rows.append(GlossaryRow(*split_cell(cells_[0]), cells_[1], cells_[2]))
+        avoided = (
+            tuple(a.strip() for a in AVOIDED_SEPARATORS.split(cells_[3]) if a.strip())
+            if len(cells_) > 3
+            else ()
+        )
+        rows.append(GlossaryRow(*split_cell(cells_[0]), cells_[1], cells_[2], avoided))
     if not rows:
         raise ExtensionError(f"search_terms: the {GLOSSARY_HEADING} of {notebook} has no table")
     return rows
@@ -161,7 +171,12 @@ var splitQuery = (query) => {
 /* The chapter that teaches a glossary term ranks first for the term and its English name. */
 const BOOK_RANKS = %(ranks)s;
 const normaliseQuery = (query) => query.trim().toLowerCase().replace(/\\s+/g, " ");
+/* A Chinese name the book avoids (the glossary's 不用 column) is searched as the book's term. */
+const BOOK_SYNONYMS = %(synonyms)s;
+const bookQuery = (query) => BOOK_SYNONYMS[normaliseQuery(query)] || query;
 if (typeof Search !== "undefined" && typeof Scorer !== "undefined") {
+  const parseQuery = Search._parseQuery;
+  Search._parseQuery = (query) => parseQuery(bookQuery(query));
   const performSearch = Search._performSearch;
   Search._performSearch = (query, ...rest) => {
     Scorer.bookChapter = BOOK_RANKS[normaliseQuery(query)] || null;
@@ -170,13 +185,15 @@ if (typeof Search !== "undefined" && typeof Scorer !== "undefined") {
   Scorer.score = (result) => result[4] + (result[0] === Scorer.bookChapter ? 1000 : 0);
 }
 
-/* Under each result, the first sentence of its page that holds the query (search_text.js). */
-const bookSnippet = (text, query) => {
+/* Under each result, the first sentence of its page (of its section, for a result that links
+   one) that holds the query (search_text.js). */
+const bookSnippet = (text, query, from) => {
   const lower = text.toLowerCase();
   const wanted = [normaliseQuery(query), ...splitQuery(query).map((w) => w.toLowerCase())];
-  const word = wanted.find((w) => w && lower.includes(w));
+  const word = wanted.find((w) => w && lower.includes(w, from)) ||
+    wanted.find((w) => w && lower.includes(w));
   if (!word) return null;
-  const at = lower.indexOf(word);
+  const at = lower.includes(word, from) ? lower.indexOf(word, from) : lower.indexOf(word);
   const stops = /[。！？；\\n]/;
   let start = at;
   while (start > 0 && at - start < 60 && !stops.test(text[start - 1])) start -= 1;
@@ -194,19 +211,27 @@ const bookSnippet = (text, query) => {
 };
 document.addEventListener("DOMContentLoaded", () => {
   const results = document.getElementById("search-results");
-  const query = new URLSearchParams(window.location.search).get("q") || "";
+  const query = bookQuery(new URLSearchParams(window.location.search).get("q") || "");
   if (!results || !query || typeof BOOK_TEXT === "undefined") return;
   new MutationObserver(() => {
     results.querySelectorAll("ul.search > li:not([data-snippet])").forEach((item) => {
       item.dataset.snippet = "";
       const href = (item.querySelector("a") || {}).getAttribute?.("href") || "";
-      const text = BOOK_TEXT[href.split("#")[0]];
-      const snippet = text && bookSnippet(text, query);
+      const [page, anchor] = href.split("#");
+      const text = BOOK_TEXT[page];
+      const from = (anchor && (BOOK_ANCHORS[page] || {})[anchor]) || 0;
+      const snippet = text && bookSnippet(text, query, from);
       if (snippet) item.appendChild(snippet);
     });
   }).observe(results, {childList: true, subtree: true});
 });
 """
+
+
+def _written(dictionary: str | None, name: str) -> str:
+    """The JSON that _write_dictionary left beside the dictionary ("{}" before it has)."""
+    path = Path(dictionary).with_name(name) if dictionary else None
+    return path.read_text(encoding="utf-8") if path and path.is_file() else "{}"
 
 
 class BookChinese(SearchChinese):
@@ -220,17 +245,35 @@ class BookChinese(SearchChinese):
         path = options.get("dict")
         terms = Path(path).read_text(encoding="utf-8").split() if path else []
         self.book_terms = frozenset(terms)
-        ranks_path = Path(path).with_name(RANKS_NAME) if path else None
-        ranks = (
-            ranks_path.read_text(encoding="utf-8") if ranks_path and ranks_path.is_file() else "{}"
-        )
         self.js_splitter_code = SPLITTER_JS % {
             "terms": json.dumps(terms, ensure_ascii=False),
-            "ranks": ranks,
+            "ranks": _written(path, RANKS_NAME),
+            "synonyms": _written(path, SYNONYMS_NAME),
         }
 
     def word_filter(self, stemmed_word: str) -> bool:
         return super().word_filter(stemmed_word) or stemmed_word in self.book_terms
+
+
+def synonyms(glossary: list[GlossaryRow]) -> dict[str, str]:
+    """Avoided Chinese name -> the book's term, from the glossary's 不用 column: a reader who
+    searches 计划采样 is searching for 定时采样. English names stay as typed (they are in the
+    index: the book writes them after the Chinese term), and so does a name that is also a
+    term of another row. A name avoided for two terms is refused."""
+    terms = {t for row in glossary for t in row.terms}
+    found: dict[str, str] = {}
+    for row in glossary:
+        for name in row.avoided:
+            key = re.sub(r"\s+", " ", name.lower())
+            if not HAN.search(key) or key in terms:
+                continue
+            if found.get(key, row.terms[0]) != row.terms[0]:
+                raise ExtensionError(
+                    f"search_terms: the glossary avoids {name!r} for both {found[key]!r} and "
+                    f"{row.terms[0]!r}; keep it in one row's 不用 column"
+                )
+            found[key] = row.terms[0]
+    return found
 
 
 def _configure(app: Sphinx, config: Config) -> None:
@@ -258,6 +301,9 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
     titles_by_doc = {d: env.titles[d].astext() for d in order if d in env.titles}
     ranks = teaching_chapters(glossary, order, titles_by_doc, headings)
     path.with_name(RANKS_NAME).write_text(json.dumps(ranks, ensure_ascii=False), encoding="utf-8")
+    path.with_name(SYNONYMS_NAME).write_text(
+        json.dumps(synonyms(glossary), ensure_ascii=False), encoding="utf-8"
+    )
 
 
 def _reading_order(app: Sphinx, env: BuildEnvironment) -> list[str]:
@@ -319,12 +365,39 @@ def teaching_chapters(
     return ranks
 
 
-def page_texts(outdir: Path) -> dict[str, str]:
-    """Each built page's article as plain text (whitespace squeezed), keyed by its link as
-    the search page writes it (``notebooks/02_attention.html``)."""
+# TeX a snippet shows as text: commands as the symbols they draw, groups and spacing dropped
+TEX_SYMBOLS = {
+    r"\sqrt": "√", r"\times": "×", r"\cdot": "·", r"\top": "ᵀ", r"\le": "≤", r"\leq": "≤",
+    r"\ge": "≥", r"\geq": "≥", r"\infty": "∞", r"\to": "→", r"\approx": "≈", r"\ne": "≠",
+    r"\sum": "Σ", r"\in": "∈", r"\alpha": "α", r"\beta": "β", r"\gamma": "γ", r"\tau": "τ",
+    r"\epsilon": "ε", r"\varepsilon": "ε", r"\theta": "θ", r"\lambda": "λ", r"\mu": "μ",
+    r"\sigma": "σ", r"\pi": "π", r"\ell": "ℓ", r"\log": "log", r"\exp": "exp", r"\max": "max",
+    r"\min": "min", r"\ldots": "…", r"\dots": "…", r"\cdots": "⋯",
+}  # fmt: skip
+TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def plain_math(tex: str) -> str:
+    """A formula as a search snippet shows it: ``\\(\\sqrt{d_k}\\)`` -> ``√d_k``."""
+    tex = re.sub(r"^\s*\\[(\[]|\\[)\]]\s*$", "", tex.strip())
+    tex = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)\b", "", tex)
+    tex = re.sub(r"\\(?:,|;|!|quad\b|qquad\b)", " ", tex)
+    tex = TEX_COMMAND.sub(lambda m: TEX_SYMBOLS.get(m.group(0), ""), tex)
+    return re.sub(r"\s+", " ", tex.replace("{", "").replace("}", "")).strip()
+
+
+ANCHOR_MARK = "\x00"
+
+
+def page_texts(outdir: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Each built page's article as plain text (whitespace squeezed, formulas as text),
+    keyed by its link as the search page writes it (``notebooks/02_attention.html``), and
+    where in that text each section starts, by its anchor (a result that links a section
+    shows a sentence of that section)."""
     from bs4 import BeautifulSoup
 
-    texts = {}
+    texts: dict[str, str] = {}
+    anchors: dict[str, dict[str, int]] = {}
     for page in sorted(outdir.rglob("*.html")):
         name = page.relative_to(outdir).as_posix()
         if name.startswith(NOT_PAGES):
@@ -335,8 +408,19 @@ def page_texts(outdir: Path) -> dict[str, str]:
             continue
         for hidden in article.select("script, style, .cell_input, .headerlink, mjx-assistive-mml"):
             hidden.decompose()
-        texts[name] = re.sub(r"\s+", " ", article.get_text(" ")).strip()
-    return texts
+        for math in article.select(".math"):
+            math.string = plain_math(math.get_text())
+        for section in article.select("section[id]"):
+            section.insert(0, f" {ANCHOR_MARK}{section['id']}{ANCHOR_MARK} ")
+        marked = re.sub(r"\s+", " ", article.get_text(" ")).strip()
+        parts = marked.split(ANCHOR_MARK)
+        text, starts = parts[0].strip(), {}
+        for anchor, after in zip(parts[1::2], parts[2::2], strict=True):
+            starts[anchor] = len(text) + 1 if text else 0
+            text = f"{text} {after.strip()}".strip()
+        texts[name] = text
+        anchors[name] = starts
+    return texts, anchors
 
 
 def _search_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:  # type: ignore[no-untyped-def]
@@ -348,8 +432,12 @@ def _write_texts(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html" or app.builder.name != "html":
         return
     outdir = Path(app.outdir)
-    texts = json.dumps(page_texts(outdir), ensure_ascii=False)
-    (outdir / "_static" / TEXT_JS).write_text(f"var BOOK_TEXT = {texts};\n", encoding="utf-8")
+    texts, anchors = page_texts(outdir)
+    (outdir / "_static" / TEXT_JS).write_text(
+        f"var BOOK_TEXT = {json.dumps(texts, ensure_ascii=False)};\n"
+        f"var BOOK_ANCHORS = {json.dumps(anchors, ensure_ascii=False)};\n",
+        encoding="utf-8",
+    )
 
 
 def setup(app: Sphinx) -> dict[str, object]:
