@@ -348,7 +348,7 @@ def test_a_missing_font_fails_the_page_check(browser, tmp_path: Path) -> None:  
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from search_terms import glossary_rows  # noqa: E402
+from search_terms import chapter_docname, glossary_rows  # noqa: E402
 
 GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_appendix.ipynb")
 # Typed into the search field of a chapter page, as a reader does; the last two are the
@@ -575,3 +575,24 @@ def test_every_plot_has_a_number_caption_and_alt_text(path: Path) -> None:
         alt = image.get("alt", "")
         assert not HASHED_NAME.search(alt) and alt.startswith(number.get_text()), alt
     assert numbers == list(range(1, len(numbers) + 1)), f"{_page_id(path)}: {numbers}"
+
+
+def test_glossary_first_uses_link_their_pages() -> None:
+    """The glossary's 首次出现 column: each chapter named is a link to that chapter's page."""
+    from bs4 import BeautifulSoup
+
+    page = HTML / "notebooks" / "08_appendix.html"
+    table = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one(
+        "section#glossary table"
+    )
+    rows = table.select("tbody tr")
+    assert len(rows) == len(GLOSSARY), (len(rows), len(GLOSSARY))
+    for row, entry in zip(rows, GLOSSARY, strict=True):
+        link = row.select("td")[2].select_one("a")
+        if entry.chapter == "附录":  # the glossary's own page
+            assert link is None, row.get_text(" | ")
+            continue
+        assert link is not None and link.get_text() == entry.chapter, row.get_text(" | ")
+        target = (page.parent / link["href"].split("#")[0]).resolve()
+        assert target.is_file(), link["href"]
+        assert chapter_docname(entry.chapter, [target.relative_to(HTML).with_suffix("").as_posix()])

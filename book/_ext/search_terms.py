@@ -440,6 +440,37 @@ def _write_texts(app: Sphinx, exception: Exception | None) -> None:
     )
 
 
+def link_first_uses(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """In the glossary table, each 首次出现 cell ("第 6 章") links to that page (but 附录,
+    the glossary's own page)."""
+    if (
+        app.builder.format != "html"
+        or docname != Path(app.config.search_glossary).with_suffix("").as_posix()
+    ):
+        return
+    docnames = sorted(app.env.found_docs)
+    for section in doctree.findall(nodes.section):
+        title = section.next_node(nodes.title)
+        if title is None or GLOSSARY_HEADING not in title.astext():
+            continue
+        table = section.next_node(nodes.table)
+        for row in table.findall(nodes.row) if table is not None else []:
+            cells = list(row.findall(nodes.entry))
+            if len(cells) < 3 or isinstance(row.parent, nodes.thead):
+                continue
+            paragraph = cells[2].next_node(nodes.paragraph)
+            label = paragraph.astext() if paragraph is not None else ""
+            if not label:
+                continue
+            target = chapter_docname(label, docnames)
+            if target == docname:  # first used in the appendix itself
+                continue
+            uri = app.builder.get_relative_uri(docname, target)
+            paragraph.clear()
+            paragraph += nodes.reference("", label, internal=True, refuri=uri)
+        return
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("search_glossary", "notebooks/08_appendix.ipynb", "env", [str])
     app.add_config_value("search_title_prefix", "notebooks/", "env", [str])
@@ -447,5 +478,6 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", _configure)
     app.connect("env-updated", _write_dictionary)
     app.connect("html-page-context", _search_page)
+    app.connect("doctree-resolved", link_first_uses)
     app.connect("build-finished", _write_texts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
