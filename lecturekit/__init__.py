@@ -137,6 +137,9 @@ if TYPE_CHECKING:
     from lecturekit.model.params import ComponentCount as ComponentCount
     from lecturekit.model.params import ParameterTable as ParameterTable
     from lecturekit.model.params import count_parameters as count_parameters
+    from lecturekit.model.rnn import AdditiveAttention as AdditiveAttention
+    from lecturekit.model.rnn import RNNSeq2Seq as RNNSeq2Seq
+    from lecturekit.model.rnn import RNNSeq2SeqConfig as RNNSeq2SeqConfig
     from lecturekit.model.transformer import Transformer as Transformer
     from lecturekit.training.averaging import KeepLastCheckpoints as KeepLastCheckpoints
     from lecturekit.training.averaging import average_checkpoints as average_checkpoints

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from lecturekit.chapters import capstone_ngram as capstone_ngram
     from lecturekit.chapters import capstone_pinyin as capstone_pinyin
     from lecturekit.chapters import capstone_sentences as capstone_sentences
-    from lecturekit.chapters import ch01_attention as ch01_attention
     from lecturekit.chapters import ch01_rnn as ch01_rnn
     from lecturekit.chapters import ch02_scaling as ch02_scaling
     from lecturekit.chapters import ch03_ffn as ch03_ffn
@@ -68,11 +67,6 @@ if TYPE_CHECKING:
     from lecturekit.chapters.capstone_sentences import ime_candidates as ime_candidates
     from lecturekit.chapters.capstone_sentences import k_best_independent as k_best_independent
     from lecturekit.chapters.capstone_sentences import sentence_vocabs as sentence_vocabs
-    from lecturekit.chapters.ch01_attention import AdditiveAttention as AdditiveAttention
-    from lecturekit.chapters.ch01_attention import RNNSeq2Seq as RNNSeq2Seq
-    from lecturekit.chapters.ch01_attention import RNNSeq2SeqConfig as RNNSeq2SeqConfig
-    from lecturekit.chapters.ch01_attention import exact_match_by_length as exact_match_by_length
-    from lecturekit.chapters.ch01_attention import train_rnn_seq2seq as train_rnn_seq2seq
     from lecturekit.chapters.ch01_rnn import context_recoverability as context_recoverability
     from lecturekit.chapters.ch01_rnn import make_rnn_weights as make_rnn_weights
     from lecturekit.chapters.ch01_rnn import module_gradient_norms as module_gradient_norms
