@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from lecturekit.chapters import ch06_sampling as ch06_sampling
     from lecturekit.chapters import ch07_memory as ch07_memory
     from lecturekit.chapters import ch08_paths as ch08_paths
-    from lecturekit.chapters import lab_bugs as lab_bugs
     from lecturekit.chapters.capstone_analysis import HomophoneContrast as HomophoneContrast
     from lecturekit.chapters.capstone_analysis import HomophoneSite as HomophoneSite
     from lecturekit.chapters.capstone_analysis import SyllableUnigram as SyllableUnigram
@@ -135,11 +134,5 @@ if TYPE_CHECKING:
     from lecturekit.chapters.ch08_paths import LAYER_KINDS as LAYER_KINDS
     from lecturekit.chapters.ch08_paths import min_layers_to_connect as min_layers_to_connect
     from lecturekit.chapters.ch08_paths import sequential_depth as sequential_depth
-    from lecturekit.chapters.lab_bugs import BUGS as BUGS
-    from lecturekit.chapters.lab_bugs import MYSTERY_POOL as MYSTERY_POOL
-    from lecturekit.chapters.lab_bugs import Bug as Bug
-    from lecturekit.chapters.lab_bugs import mystery as mystery
-    from lecturekit.chapters.lab_bugs import mystery_bug as mystery_bug
-    from lecturekit.chapters.lab_bugs import plant as plant
 else:
     __getattr__, __dir__ = attach(__name__)
