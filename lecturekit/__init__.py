@@ -35,6 +35,7 @@ _LIFT = ("model", "training", "decoding", "data", "lab")
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
     from lecturekit import book as book
+    from lecturekit import capstone as capstone
     from lecturekit import chapters as chapters
     from lecturekit import data as data
     from lecturekit import decoding as decoding

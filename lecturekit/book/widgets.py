@@ -11,7 +11,6 @@ The returned box has two extra attributes, handy in tests and for curious studen
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = [
     "explore_sampling",
     "attention_masks",
     "explore_masks",
-    "pinyin_input_box",
 ]
 
 # ipywidgets 8 calls a control's hover text `tooltip`; 7.x (still Colab's) `description_tooltip`
@@ -313,45 +311,3 @@ def explore_masks(
     return _explorer(
         controls, lambda: draw_all(controls["n_padding"].value, controls["kind"].value)
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# the input method
-# ---------------------------------------------------------------------------------------------
-
-
-def pinyin_input_box(model: Any, src_vocab: Any, tgt_vocab: Any, k: int = 5) -> widgets.VBox:
-    """An input method to type into: a text box for toneless pinyin (spaced or not, ü as
-    ``v``) and a candidate bar (``1. 我爱北京  2. ...``) that follows every keystroke.
-
-    ``model``: the encoder-decoder sentence model with its vocabularies (beam search of width
-    ``k``, :func:`lecturekit.chapters.capstone_analysis.candidate_bar_text`). Input that
-    cannot be read (no split into syllables, an unknown syllable, too long) shows its error
-    message in the bar. ``box.controls["pinyin"]`` is the text box, ``box.output`` the bar.
-    """
-    from lecturekit._common import check_int
-    from lecturekit.chapters.capstone_analysis import candidate_bar_text
-
-    check_int("k", k, 1)
-    text = widgets.Text(
-        value="", placeholder="woaibeijing", description="拼音", continuous_update=True
-    )
-    bar = widgets.HTML(value="")
-    box = widgets.VBox([text, bar])
-    box.controls, box.output = {"pinyin": text}, bar
-
-    def update(_change: Any = None) -> None:
-        typed = text.value
-        if not typed.strip():
-            bar.value = "<span style='color:gray'>输入拼音，例如 woaibeijing</span>"
-            return
-        try:
-            line = candidate_bar_text(model, src_vocab, tgt_vocab, typed, k=k)
-        except ValueError as err:
-            bar.value = f"<span style='color:#b00020'>{html.escape(str(err))}</span>"
-            return
-        bar.value = f"<span style='font-size:1.2em'>{html.escape(line)}</span>"
-
-    text.observe(update, names="value")
-    update()
-    return box
