@@ -21,6 +21,8 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 from lecturekit.book import plotting
+from lecturekit.decoding.search import filter_logits
+from lecturekit.model.masks import causal_mask, padding_mask
 
 __all__ = [
     "explore_attention",
@@ -149,8 +151,6 @@ def sampling_distribution(
     Uses ``lecturekit.decoding.filter_logits`` (the code ``sample`` runs) for top-k / top-p.
     ``logits``: ``(V,)``; returns ``(V,)`` probabilities.
     """
-    from lecturekit.decoding.search import filter_logits
-
     logits = torch.as_tensor(logits, dtype=torch.float64)
     if logits.dim() != 1:
         raise ValueError(f"logits must be 1-D (V,), got shape {tuple(logits.shape)}")
@@ -253,8 +253,6 @@ def attention_masks(length: int, n_padding: int) -> dict[str, torch.Tensor]:
     ``n_padding`` of which are padding; each ``(T, T)`` bool, True = not allowed:
     ``"causal"``, ``"padding"`` (padding keys, broadcast over queries) and ``"combined"``.
     """
-    from lecturekit.model.masks import causal_mask, padding_mask
-
     if not 0 <= n_padding < length:
         raise ValueError(f"n_padding must be in [0, length), got {n_padding} with length {length}")
     tokens = torch.ones(1, length, dtype=torch.long)
