@@ -25,7 +25,6 @@ from lecturekit.capstone.analysis import (
 from lecturekit.capstone.engines import TransformerIME, cross_attention
 from lecturekit.capstone.ngram import UNKNOWN_CHAR
 from lecturekit.capstone.tagger import ime_candidates, sentence_vocabs
-from lecturekit.capstone.widget import pinyin_input_box
 from lecturekit.data.sentences import MAX_CLAUSE
 
 PAIRS = [
@@ -198,18 +197,6 @@ def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
         candidate_bar_text(model, src_vocab, tgt_vocab, "shiq")
     with pytest.raises(ValueError, match="at least one pinyin syllable"):
         candidate_bar_text(model, src_vocab, tgt_vocab, " ")
-
-
-def test_pinyin_input_box_follows_the_text_and_shows_errors() -> None:
-    model, src_vocab, tgt_vocab = _tiny_at()
-    box = pinyin_input_box(model, src_vocab, tgt_vocab, k=2)
-    assert "输入拼音" in box.output.value
-    box.controls["pinyin"].value = "shijian"
-    assert candidate_bar_text(model, src_vocab, tgt_vocab, "shijian", k=2) in box.output.value
-    box.controls["pinyin"].value = "shiq"
-    assert "cannot be split" in box.output.value and "1." not in box.output.value
-    box.controls["pinyin"].value = "shi" * 40
-    assert "at most 30 syllables" in box.output.value
 
 
 def _loop_paired(a, b, n, groups, n_resamples, seed, level):
