@@ -127,7 +127,7 @@ lint: $(PIP_STAMP)
 	@echo "==> [1/8] ruff (lint and format check)"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	@echo "==> [1/8] mypy (lecturekit/model, decoding, training)"
+	@echo "==> [1/8] mypy (lecturekit/model, decoding, training, lab diagnostics)"
 	$(VENV)/bin/mypy
 
 unit: $(PIP_STAMP)

@@ -409,7 +409,7 @@ error("data", "number_to_chinese_huge", lambda: V().number_to_chinese(10**30), "
 
 
 def _hmm():
-    from lecturekit.chapters.capstone_pinyin import HmmBaseline
+    from lecturekit.capstone.engines import HmmBaseline
 
     return HmmBaseline()
 

@@ -26,13 +26,13 @@ EIGHT = " ".join(["shi"] * 8)
 
 
 def _ngram(order: int = 2, beam: int | None = None):
-    from lecturekit.chapters.capstone_ngram import NgramIME
+    from lecturekit.capstone.ngram import NgramIME
 
     return NgramIME(PAIRS * 2, order, beam=beam)
 
 
 def _recipe(kind: str):
-    from lecturekit.pretrained import sentences as ps
+    from lecturekit.capstone import models as ps
 
     base = ps.SENTENCE_RECIPES[f"ime-sentences-{kind}"]
     small = {"d_model": 16, "d_ff": 32, "n_heads": 2, "dropout": 0.0}
@@ -43,35 +43,35 @@ def _recipe(kind: str):
 
 
 def _model(kind: str):
-    from lecturekit.chapters.capstone_sentences import sentence_vocabs
-    from lecturekit.pretrained import sentences as ps
+    from lecturekit.capstone import models as ps
+    from lecturekit.capstone.tagger import sentence_vocabs
 
     vocabs = sentence_vocabs(PAIRS, min_count=1)
     return ps.make_sentence_model(_recipe(kind), *vocabs).eval(), vocabs
 
 
 def _tagger():
-    from lecturekit.chapters.capstone_sentences import TaggerIME
+    from lecturekit.capstone.tagger import TaggerIME
 
     model, vocabs = _model("nat")
     return TaggerIME(model, *vocabs)
 
 
 def _at(beam: int = 3):
-    from lecturekit.chapters.capstone_pinyin import TransformerIME
+    from lecturekit.capstone.engines import TransformerIME
 
     model, vocabs = _model("at")
     return TransformerIME(model, *vocabs, beam)
 
 
 def _fused():
-    from lecturekit.chapters.capstone_sentences import FusedIME
+    from lecturekit.capstone.tagger import FusedIME
 
     return FusedIME(_tagger(), _ngram(3), 0.5)
 
 
 def _unigram():
-    from lecturekit.chapters.capstone_analysis import SyllableUnigram
+    from lecturekit.capstone.analysis import SyllableUnigram
 
     return SyllableUnigram(PAIRS)
 
@@ -118,7 +118,7 @@ error("capstone", "hmm_unspaced", lambda: _hmm().candidates(["xuexi"], 1), "xue 
 
 
 def _hmm():
-    from lecturekit.chapters.capstone_pinyin import HmmBaseline
+    from lecturekit.capstone.engines import HmmBaseline
 
     return HmmBaseline()
 
@@ -135,7 +135,7 @@ result("capstone", "transformer_ime_default_length", _lengths_ok, bool)
 
 
 def _ime_candidates(model: Any, **kw: Any):
-    from lecturekit.chapters.capstone_sentences import ime_candidates
+    from lecturekit.capstone.tagger import ime_candidates
 
     _, vocabs = _model("at")
     return ime_candidates(model, *vocabs, "woaibeijing", **kw)
@@ -147,13 +147,13 @@ error("capstone", "next_char_steps_top_1e9", lambda: _next(top=10**9), "top")
 
 
 def _next(**kw: Any):
-    from lecturekit.chapters.capstone_pinyin import next_char_steps
+    from lecturekit.capstone.engines import next_char_steps
 
     return next_char_steps(_at(3), "ni hao", **kw)
 
 
 def _split(*args: Any):
-    from lecturekit.chapters.capstone_input import split_syllables
+    from lecturekit.capstone.pinyin_input import split_syllables
 
     return split_syllables(*args)
 
@@ -168,7 +168,7 @@ error("capstone", "split_not_pinyin", lambda: _split("qqq"), "text")
 def _boot(*args: Any, **kw: Any):
     import numpy as np
 
-    from lecturekit.chapters.capstone_ngram import bootstrap_interval
+    from lecturekit.capstone.ngram import bootstrap_interval
 
     return bootstrap_interval(*[np.asarray(a, dtype=float) for a in args], **kw)
 
@@ -182,7 +182,7 @@ error("capstone", "bootstrap_empty", lambda: _boot([]), "numerator")
 
 
 def _evaluate(decode: Any, pairs: Any = PAIRS):
-    from lecturekit.chapters.capstone_ngram import evaluate_clauses
+    from lecturekit.capstone.ngram import evaluate_clauses
 
     return evaluate_clauses(decode, pairs)
 
@@ -197,7 +197,7 @@ error("capstone", "ngram_bonus_wrong_shape", lambda: _bonus(0.0, rows=3), "bonus
 
 
 def _ngram_of(pairs: Any):
-    from lecturekit.chapters.capstone_ngram import NgramIME
+    from lecturekit.capstone.ngram import NgramIME
 
     return NgramIME(pairs, 2)
 
@@ -220,7 +220,7 @@ def _split_data():
 
 
 def _train(recipe: Any, state: Path, out: Path, **kw: Any):
-    from lecturekit.pretrained import sentences as ps
+    from lecturekit.capstone import models as ps
 
     return ps.train_sentences(recipe, threads=1, split=_split_data(), state_file=state, out=out,
                               **kw)  # fmt: skip
@@ -254,7 +254,7 @@ def _trained(kind: str = "nat") -> tuple[Path, Path]:
 
 
 def _damaged_file(damage: Any) -> Any:
-    from lecturekit.pretrained import sentences as ps
+    from lecturekit.capstone import models as ps
 
     _, out = _trained()
     out.write_bytes(damage(out.read_bytes()))
@@ -309,7 +309,7 @@ for _key in ("model", "optimizer", "rng", "src_vocab"):
 
 
 def _at_as_nat() -> Any:
-    from lecturekit.pretrained import sentences as ps
+    from lecturekit.capstone import models as ps
 
     _, out = _trained("at")
     return ps.load_sentence_model(_recipe("nat"), out)

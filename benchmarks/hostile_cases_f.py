@@ -16,13 +16,13 @@ def _t():
 
 
 def _lab():
-    from lecturekit.chapters import lab_bugs
+    from lecturekit.lab import bugs
 
-    return lab_bugs
+    return bugs
 
 
 def _d():
-    from lecturekit.training import diagnostics
+    from lecturekit.lab import diagnostics
 
     return diagnostics
 

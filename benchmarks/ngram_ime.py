@@ -23,8 +23,8 @@ import time
 import numpy as np
 import torch
 
-from lecturekit.chapters.capstone_ngram import NgramIME, evaluate_clauses
-from lecturekit.chapters.capstone_pinyin import HmmBaseline
+from lecturekit.capstone.engines import HmmBaseline
+from lecturekit.capstone.ngram import NgramIME, evaluate_clauses
 from lecturekit.data.sentences import (
     load_sentences,
     reading_disagreements,

@@ -2,7 +2,7 @@
 
 Whole clauses of toneless pinyin -> characters on the People's Daily test split
 (:mod:`lecturekit.data.sentences`; ``--n`` clauses, default all 6,222). Systems, all scored in
-the same run by :func:`lecturekit.chapters.capstone_ngram.evaluate_clauses` (CER, exact match,
+the same run by :func:`lecturekit.capstone.ngram.evaluate_clauses` (CER, exact match,
 top-5 match with 95 % bootstrap intervals, ms per clause):
 
 - the per-syllable unigram (each syllable's most frequent character);
@@ -40,12 +40,12 @@ import time
 import torch
 from ngram_ime import pairs_of, tune
 
-from lecturekit.chapters.capstone_analysis import SyllableUnigram
-from lecturekit.chapters.capstone_ngram import evaluate_clauses
-from lecturekit.chapters.capstone_pinyin import HmmBaseline, TransformerIME
-from lecturekit.chapters.capstone_sentences import FusedIME, TaggerIME, ime_candidates
+from lecturekit.capstone.analysis import SyllableUnigram
+from lecturekit.capstone.engines import HmmBaseline, TransformerIME
+from lecturekit.capstone.models import load_sentence_model
+from lecturekit.capstone.ngram import evaluate_clauses
+from lecturekit.capstone.tagger import FusedIME, TaggerIME, ime_candidates
 from lecturekit.data.sentences import split_sentences
-from lecturekit.pretrained.sentences import load_sentence_model
 
 
 def load_models():

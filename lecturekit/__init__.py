@@ -4,10 +4,11 @@ Every chapter notebook of the course imports from here. The folders are the part
 course (the README's "package map" lists them with their chapters and slide pages):
 
 * ``lecturekit.model``: the model, read top to bottom in chapter order (config, masks,
-  attention, layers, cache, transformer, params, interop);
+  attention, layers, cache, transformer, params, interop; and chapter 1's ``rnn``);
 * ``lecturekit.kernels``: the Triton GPU kernels and their PyTorch references (kernels chapter);
 * ``lecturekit.training``: the training loop and its pieces (losses, schedules, scheduled
   sampling, checkpoints, distributed, metrics);
+* ``lecturekit.lab``: the debugging lab's planted bugs and the diagnostics that find them;
 * ``lecturekit.decoding``: greedy search, sampling, beam search, the step protocol;
 * ``lecturekit.chapters``: each chapter's experiments, one module per chapter (``ch03_stacks``);
 * ``lecturekit.book``: plotting, widgets and the environment report of the book;
@@ -15,8 +16,8 @@ course (the README's "package map" lists them with their chapters and slide page
 
 Importing the package is cheap: submodules and names are resolved lazily (PEP 562), so
 ``import lecturekit`` loads neither torch nor triton until a name that needs them is used.
-The public names of ``model``, ``training``, ``decoding`` and ``data`` are also available
-here (``lecturekit.Transformer``, ``lecturekit.fit``, ``lecturekit.greedy``, ...).
+The public names of ``model``, ``training``, ``decoding``, ``data`` and ``lab`` are also
+available here (``lecturekit.Transformer``, ``lecturekit.fit``, ``lecturekit.greedy``, ...).
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ from lecturekit._lazy import attach
 __version__ = "0.1.0"
 
 # the subpackages whose public names are lifted to ``lecturekit.<name>``
-_LIFT = ("model", "training", "decoding", "data")
+_LIFT = ("model", "training", "decoding", "data", "lab")
 
 # Editors and type checkers read these imports; at run time each name is imported on first
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
     from lecturekit import book as book
+    from lecturekit import capstone as capstone
     from lecturekit import chapters as chapters
     from lecturekit import data as data
     from lecturekit import decoding as decoding
     from lecturekit import exercises as exercises
     from lecturekit import kernels as kernels
+    from lecturekit import lab as lab
     from lecturekit import model as model
     from lecturekit import pretrained as pretrained
     from lecturekit import training as training
@@ -103,6 +106,31 @@ if TYPE_CHECKING:
     from lecturekit.decoding.search import sample as sample
     from lecturekit.decoding.search import sequence_log_prob as sequence_log_prob
     from lecturekit.decoding.table import TableDecoder as TableDecoder
+    from lecturekit.lab.bugs import BUGS as BUGS
+    from lecturekit.lab.bugs import MYSTERY_POOL as MYSTERY_POOL
+    from lecturekit.lab.bugs import Bug as Bug
+    from lecturekit.lab.bugs import mystery as mystery
+    from lecturekit.lab.bugs import mystery_bug as mystery_bug
+    from lecturekit.lab.bugs import plant as plant
+    from lecturekit.lab.diagnostics import Diagnosis as Diagnosis
+    from lecturekit.lab.diagnostics import attention_reference_check as attention_reference_check
+    from lecturekit.lab.diagnostics import beam_ranking_check as beam_ranking_check
+    from lecturekit.lab.diagnostics import causality_probe as causality_probe
+    from lecturekit.lab.diagnostics import determinism_probe as determinism_probe
+    from lecturekit.lab.diagnostics import embedding_scale_check as embedding_scale_check
+    from lecturekit.lab.diagnostics import free_running_check as free_running_check
+    from lecturekit.lab.diagnostics import gradient_norms_by_layer as gradient_norms_by_layer
+    from lecturekit.lab.diagnostics import initial_loss_check as initial_loss_check
+    from lecturekit.lab.diagnostics import label_shift_check as label_shift_check
+    from lecturekit.lab.diagnostics import layernorm_axis_check as layernorm_axis_check
+    from lecturekit.lab.diagnostics import loss_padding_probe as loss_padding_probe
+    from lecturekit.lab.diagnostics import mask_picture as mask_picture
+    from lecturekit.lab.diagnostics import mask_sanity as mask_sanity
+    from lecturekit.lab.diagnostics import overfit_one_batch as overfit_one_batch
+    from lecturekit.lab.diagnostics import padding_probe as padding_probe
+    from lecturekit.lab.diagnostics import permutation_probe as permutation_probe
+    from lecturekit.lab.diagnostics import residual_probe as residual_probe
+    from lecturekit.lab.diagnostics import warmup_check as warmup_check
     from lecturekit.model.attention import ATTENTION_FUNCTIONS as ATTENTION_FUNCTIONS
     from lecturekit.model.attention import MultiHeadAttention as MultiHeadAttention
     from lecturekit.model.attention import (
@@ -137,6 +165,9 @@ if TYPE_CHECKING:
     from lecturekit.model.params import ComponentCount as ComponentCount
     from lecturekit.model.params import ParameterTable as ParameterTable
     from lecturekit.model.params import count_parameters as count_parameters
+    from lecturekit.model.rnn import AdditiveAttention as AdditiveAttention
+    from lecturekit.model.rnn import RNNSeq2Seq as RNNSeq2Seq
+    from lecturekit.model.rnn import RNNSeq2SeqConfig as RNNSeq2SeqConfig
     from lecturekit.model.transformer import Transformer as Transformer
     from lecturekit.training.averaging import KeepLastCheckpoints as KeepLastCheckpoints
     from lecturekit.training.averaging import average_checkpoints as average_checkpoints
@@ -160,27 +191,6 @@ if TYPE_CHECKING:
     from lecturekit.training.config import TrainConfig as TrainConfig
     from lecturekit.training.config import small_config as small_config
     from lecturekit.training.config import small_train_config as small_train_config
-    from lecturekit.training.diagnostics import Diagnosis as Diagnosis
-    from lecturekit.training.diagnostics import (
-        attention_reference_check as attention_reference_check,
-    )
-    from lecturekit.training.diagnostics import beam_ranking_check as beam_ranking_check
-    from lecturekit.training.diagnostics import causality_probe as causality_probe
-    from lecturekit.training.diagnostics import determinism_probe as determinism_probe
-    from lecturekit.training.diagnostics import embedding_scale_check as embedding_scale_check
-    from lecturekit.training.diagnostics import free_running_check as free_running_check
-    from lecturekit.training.diagnostics import gradient_norms_by_layer as gradient_norms_by_layer
-    from lecturekit.training.diagnostics import initial_loss_check as initial_loss_check
-    from lecturekit.training.diagnostics import label_shift_check as label_shift_check
-    from lecturekit.training.diagnostics import layernorm_axis_check as layernorm_axis_check
-    from lecturekit.training.diagnostics import loss_padding_probe as loss_padding_probe
-    from lecturekit.training.diagnostics import mask_picture as mask_picture
-    from lecturekit.training.diagnostics import mask_sanity as mask_sanity
-    from lecturekit.training.diagnostics import overfit_one_batch as overfit_one_batch
-    from lecturekit.training.diagnostics import padding_probe as padding_probe
-    from lecturekit.training.diagnostics import permutation_probe as permutation_probe
-    from lecturekit.training.diagnostics import residual_probe as residual_probe
-    from lecturekit.training.diagnostics import warmup_check as warmup_check
     from lecturekit.training.distributed import DistContext as DistContext
     from lecturekit.training.distributed import all_reduce_sum as all_reduce_sum
     from lecturekit.training.distributed import any_true as any_true

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 import torch
 
-from lecturekit.book.widgets import pinyin_input_box
-from lecturekit.chapters import capstone_analysis as ca
-from lecturekit.chapters.capstone_analysis import (
+from lecturekit.capstone import analysis as ca
+from lecturekit.capstone import models as ps
+from lecturekit.capstone.analysis import (
     HomophoneSite,
     SyllableUnigram,
     attention_near_diagonal,
@@ -22,11 +22,10 @@ from lecturekit.chapters.capstone_analysis import (
     homophones,
     near_diagonal_chance,
 )
-from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR
-from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
-from lecturekit.chapters.capstone_sentences import ime_candidates, sentence_vocabs
+from lecturekit.capstone.engines import TransformerIME, cross_attention
+from lecturekit.capstone.ngram import UNKNOWN_CHAR
+from lecturekit.capstone.tagger import ime_candidates, sentence_vocabs
 from lecturekit.data.sentences import MAX_CLAUSE
-from lecturekit.pretrained import sentences as ps
 
 PAIRS = [
     ("shi shi shi", "是事实"),
@@ -200,18 +199,6 @@ def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
         candidate_bar_text(model, src_vocab, tgt_vocab, " ")
 
 
-def test_pinyin_input_box_follows_the_text_and_shows_errors() -> None:
-    model, src_vocab, tgt_vocab = _tiny_at()
-    box = pinyin_input_box(model, src_vocab, tgt_vocab, k=2)
-    assert "输入拼音" in box.output.value
-    box.controls["pinyin"].value = "shijian"
-    assert candidate_bar_text(model, src_vocab, tgt_vocab, "shijian", k=2) in box.output.value
-    box.controls["pinyin"].value = "shiq"
-    assert "cannot be split" in box.output.value and "1." not in box.output.value
-    box.controls["pinyin"].value = "shi" * 40
-    assert "at most 30 syllables" in box.output.value
-
-
 def _loop_paired(a, b, n, groups, n_resamples, seed, level):
     """Reference: draw group indices like the function, then add clause by clause."""
     import numpy as np
@@ -230,7 +217,7 @@ def _loop_paired(a, b, n, groups, n_resamples, seed, level):
 def test_paired_cer_difference_matches_a_loop_and_pairs_the_clauses():
     import numpy as np
 
-    from lecturekit.chapters.capstone_analysis import paired_cer_difference
+    from lecturekit.capstone.analysis import paired_cer_difference
 
     rng = np.random.default_rng(1)
     n = rng.integers(4, 20, size=40)
@@ -249,7 +236,7 @@ def test_paired_cer_difference_matches_a_loop_and_pairs_the_clauses():
 
 
 def test_paired_cer_difference_rejects_bad_input():
-    from lecturekit.chapters.capstone_analysis import paired_cer_difference
+    from lecturekit.capstone.analysis import paired_cer_difference
 
     with pytest.raises(ValueError, match="equal non-empty"):
         paired_cer_difference([1, 2], [1], [3, 3])

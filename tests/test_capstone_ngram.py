@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from lecturekit.chapters.capstone_ngram import (
+from lecturekit.capstone.ngram import (
     BOS,
     EOS,
     UNKNOWN_CHAR,

@@ -25,12 +25,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import lecturekit
-from lecturekit.chapters.lab_bugs import BUGS
 from lecturekit.exercises import check, get_exercise, running, specs
 from lecturekit.exercises.ch02_attention import (
     reference_multi_head,
     reference_scaled_dot_product,
 )
+from lecturekit.lab.bugs import BUGS
 
 SOFTMAX, SDPA, MHA = (
     "setup.temperature_softmax",

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import lecturekit.pretrained as pretrained
-from lecturekit.pretrained import rnn, sentences
+from lecturekit.capstone import models as sentence_models
+from lecturekit.pretrained import rnn
 from lecturekit.training.checkpoint import _checksum
 
 SHIPPED = sorted(Path(pretrained.__file__).parent.glob("*.pt"))
@@ -61,10 +62,10 @@ def test_a_flipped_byte_in_a_shipped_file_is_refused(path, tmp_path, monkeypatch
         monkeypatch.setattr(rnn, "DATA_DIR", tmp_path)
         with pytest.raises(ValueError, match="fails its checksum"):
             rnn.load_rnn(path.stem)
-    elif path.stem in sentences.SENTENCE_RECIPES:
-        monkeypatch.setattr(sentences, "DATA_DIR", tmp_path)
+    elif path.stem in sentence_models.SENTENCE_RECIPES:
+        monkeypatch.setattr(sentence_models, "DATA_DIR", tmp_path)
         with pytest.raises(ValueError, match="fails its checksum"):
-            sentences.load_sentence_model(path.stem)
+            sentence_models.load_sentence_model(path.stem)
     else:
         monkeypatch.setattr(pretrained, "DATA_DIR", tmp_path)
         with pytest.raises(ValueError, match="fails its checksum"):

@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturekit.chapters.ch01_attention import (
-    AdditiveAttention,
-    RNNSeq2Seq,
-    RNNSeq2SeqConfig,
+from lecturekit.decoding import greedy
+from lecturekit.model.rnn import AdditiveAttention, RNNSeq2Seq, RNNSeq2SeqConfig
+from lecturekit.pretrained.rnn import (
+    RNN_RECIPES,
+    RNN_SEEDS,
     exact_match_by_length,
+    load_rnn,
+    rnn_checkpoint_path,
     train_rnn_seq2seq,
 )
-from lecturekit.decoding import greedy
-from lecturekit.pretrained.rnn import RNN_RECIPES, RNN_SEEDS, load_rnn, rnn_checkpoint_path
 
 
 def _padded_keys() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from lecturekit.book.widgets import explore_attention as explore_attention
     from lecturekit.book.widgets import explore_masks as explore_masks
     from lecturekit.book.widgets import explore_sampling as explore_sampling
-    from lecturekit.book.widgets import pinyin_input_box as pinyin_input_box
     from lecturekit.book.widgets import sampling_distribution as sampling_distribution
 else:
     __getattr__, __dir__ = attach(__name__)

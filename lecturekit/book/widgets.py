@@ -11,7 +11,6 @@ The returned box has two extra attributes, handy in tests and for curious studen
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +21,8 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 from lecturekit.book import plotting
+from lecturekit.decoding.search import filter_logits
+from lecturekit.model.masks import causal_mask, padding_mask
 
 __all__ = [
     "explore_attention",
@@ -30,7 +31,6 @@ __all__ = [
     "explore_sampling",
     "attention_masks",
     "explore_masks",
-    "pinyin_input_box",
 ]
 
 # ipywidgets 8 calls a control's hover text `tooltip`; 7.x (still Colab's) `description_tooltip`
@@ -151,8 +151,6 @@ def sampling_distribution(
     Uses ``lecturekit.decoding.filter_logits`` (the code ``sample`` runs) for top-k / top-p.
     ``logits``: ``(V,)``; returns ``(V,)`` probabilities.
     """
-    from lecturekit.decoding.search import filter_logits
-
     logits = torch.as_tensor(logits, dtype=torch.float64)
     if logits.dim() != 1:
         raise ValueError(f"logits must be 1-D (V,), got shape {tuple(logits.shape)}")
@@ -255,8 +253,6 @@ def attention_masks(length: int, n_padding: int) -> dict[str, torch.Tensor]:
     ``n_padding`` of which are padding; each ``(T, T)`` bool, True = not allowed:
     ``"causal"``, ``"padding"`` (padding keys, broadcast over queries) and ``"combined"``.
     """
-    from lecturekit.model.masks import causal_mask, padding_mask
-
     if not 0 <= n_padding < length:
         raise ValueError(f"n_padding must be in [0, length), got {n_padding} with length {length}")
     tokens = torch.ones(1, length, dtype=torch.long)
@@ -313,45 +309,3 @@ def explore_masks(
     return _explorer(
         controls, lambda: draw_all(controls["n_padding"].value, controls["kind"].value)
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# the input method
-# ---------------------------------------------------------------------------------------------
-
-
-def pinyin_input_box(model: Any, src_vocab: Any, tgt_vocab: Any, k: int = 5) -> widgets.VBox:
-    """An input method to type into: a text box for toneless pinyin (spaced or not, ü as
-    ``v``) and a candidate bar (``1. 我爱北京  2. ...``) that follows every keystroke.
-
-    ``model``: the encoder-decoder sentence model with its vocabularies (beam search of width
-    ``k``, :func:`lecturekit.chapters.capstone_analysis.candidate_bar_text`). Input that
-    cannot be read (no split into syllables, an unknown syllable, too long) shows its error
-    message in the bar. ``box.controls["pinyin"]`` is the text box, ``box.output`` the bar.
-    """
-    from lecturekit._common import check_int
-    from lecturekit.chapters.capstone_analysis import candidate_bar_text
-
-    check_int("k", k, 1)
-    text = widgets.Text(
-        value="", placeholder="woaibeijing", description="拼音", continuous_update=True
-    )
-    bar = widgets.HTML(value="")
-    box = widgets.VBox([text, bar])
-    box.controls, box.output = {"pinyin": text}, bar
-
-    def update(_change: Any = None) -> None:
-        typed = text.value
-        if not typed.strip():
-            bar.value = "<span style='color:gray'>输入拼音，例如 woaibeijing</span>"
-            return
-        try:
-            line = candidate_bar_text(model, src_vocab, tgt_vocab, typed, k=k)
-        except ValueError as err:
-            bar.value = f"<span style='color:#b00020'>{html.escape(str(err))}</span>"
-            return
-        bar.value = f"<span style='font-size:1.2em'>{html.escape(line)}</span>"
-
-    text.observe(update, names="value")
-    update()
-    return box

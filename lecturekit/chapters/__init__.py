@@ -12,12 +12,6 @@ from lecturekit._lazy import attach
 # Editors and type checkers read these imports; at run time each name is imported on first
 # use (PEP 562). tests/test_package.py keeps this list equal to what attach() serves.
 if TYPE_CHECKING:
-    from lecturekit.chapters import capstone_analysis as capstone_analysis
-    from lecturekit.chapters import capstone_input as capstone_input
-    from lecturekit.chapters import capstone_ngram as capstone_ngram
-    from lecturekit.chapters import capstone_pinyin as capstone_pinyin
-    from lecturekit.chapters import capstone_sentences as capstone_sentences
-    from lecturekit.chapters import ch01_attention as ch01_attention
     from lecturekit.chapters import ch01_rnn as ch01_rnn
     from lecturekit.chapters import ch02_scaling as ch02_scaling
     from lecturekit.chapters import ch03_ffn as ch03_ffn
@@ -29,50 +23,6 @@ if TYPE_CHECKING:
     from lecturekit.chapters import ch06_sampling as ch06_sampling
     from lecturekit.chapters import ch07_memory as ch07_memory
     from lecturekit.chapters import ch08_paths as ch08_paths
-    from lecturekit.chapters import lab_bugs as lab_bugs
-    from lecturekit.chapters.capstone_analysis import HomophoneContrast as HomophoneContrast
-    from lecturekit.chapters.capstone_analysis import HomophoneSite as HomophoneSite
-    from lecturekit.chapters.capstone_analysis import SyllableUnigram as SyllableUnigram
-    from lecturekit.chapters.capstone_analysis import (
-        attention_near_diagonal as attention_near_diagonal,
-    )
-    from lecturekit.chapters.capstone_analysis import candidate_bar_text as candidate_bar_text
-    from lecturekit.chapters.capstone_analysis import homophone_contrast as homophone_contrast
-    from lecturekit.chapters.capstone_analysis import homophones as homophones
-    from lecturekit.chapters.capstone_analysis import near_diagonal_chance as near_diagonal_chance
-    from lecturekit.chapters.capstone_analysis import paired_cer_difference as paired_cer_difference
-    from lecturekit.chapters.capstone_input import check_k as check_k
-    from lecturekit.chapters.capstone_input import check_pairs as check_pairs
-    from lecturekit.chapters.capstone_input import normalize_pinyin as normalize_pinyin
-    from lecturekit.chapters.capstone_input import pinyin_syllables as pinyin_syllables
-    from lecturekit.chapters.capstone_input import plain_letters as plain_letters
-    from lecturekit.chapters.capstone_input import read_pinyins as read_pinyins
-    from lecturekit.chapters.capstone_input import split_syllables as split_syllables
-    from lecturekit.chapters.capstone_ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
-    from lecturekit.chapters.capstone_ngram import ClauseScores as ClauseScores
-    from lecturekit.chapters.capstone_ngram import KneserNeyLM as KneserNeyLM
-    from lecturekit.chapters.capstone_ngram import NgramIME as NgramIME
-    from lecturekit.chapters.capstone_ngram import bootstrap_interval as bootstrap_interval
-    from lecturekit.chapters.capstone_ngram import evaluate_clauses as evaluate_clauses
-    from lecturekit.chapters.capstone_ngram import sentence_scores as sentence_scores
-    from lecturekit.chapters.capstone_pinyin import HmmBaseline as HmmBaseline
-    from lecturekit.chapters.capstone_pinyin import TransformerIME as TransformerIME
-    from lecturekit.chapters.capstone_pinyin import cross_attention as cross_attention
-    from lecturekit.chapters.capstone_pinyin import hmm_k_best as hmm_k_best
-    from lecturekit.chapters.capstone_pinyin import next_char_steps as next_char_steps
-    from lecturekit.chapters.capstone_sentences import ClauseBatch as ClauseBatch
-    from lecturekit.chapters.capstone_sentences import FusedIME as FusedIME
-    from lecturekit.chapters.capstone_sentences import SyllableTagger as SyllableTagger
-    from lecturekit.chapters.capstone_sentences import TaggerIME as TaggerIME
-    from lecturekit.chapters.capstone_sentences import clause_batch as clause_batch
-    from lecturekit.chapters.capstone_sentences import ime_candidates as ime_candidates
-    from lecturekit.chapters.capstone_sentences import k_best_independent as k_best_independent
-    from lecturekit.chapters.capstone_sentences import sentence_vocabs as sentence_vocabs
-    from lecturekit.chapters.ch01_attention import AdditiveAttention as AdditiveAttention
-    from lecturekit.chapters.ch01_attention import RNNSeq2Seq as RNNSeq2Seq
-    from lecturekit.chapters.ch01_attention import RNNSeq2SeqConfig as RNNSeq2SeqConfig
-    from lecturekit.chapters.ch01_attention import exact_match_by_length as exact_match_by_length
-    from lecturekit.chapters.ch01_attention import train_rnn_seq2seq as train_rnn_seq2seq
     from lecturekit.chapters.ch01_rnn import context_recoverability as context_recoverability
     from lecturekit.chapters.ch01_rnn import make_rnn_weights as make_rnn_weights
     from lecturekit.chapters.ch01_rnn import module_gradient_norms as module_gradient_norms
@@ -141,11 +91,5 @@ if TYPE_CHECKING:
     from lecturekit.chapters.ch08_paths import LAYER_KINDS as LAYER_KINDS
     from lecturekit.chapters.ch08_paths import min_layers_to_connect as min_layers_to_connect
     from lecturekit.chapters.ch08_paths import sequential_depth as sequential_depth
-    from lecturekit.chapters.lab_bugs import BUGS as BUGS
-    from lecturekit.chapters.lab_bugs import MYSTERY_POOL as MYSTERY_POOL
-    from lecturekit.chapters.lab_bugs import Bug as Bug
-    from lecturekit.chapters.lab_bugs import mystery as mystery
-    from lecturekit.chapters.lab_bugs import mystery_bug as mystery_bug
-    from lecturekit.chapters.lab_bugs import plant as plant
 else:
     __getattr__, __dir__ = attach(__name__)

@@ -121,6 +121,7 @@ class AutoregressiveTable:
         """The table as a :class:`lecturekit.decoding.TableDecoder`, which every decoding
         strategy of the book runs on. Symbol ids follow the order in which the fit first met
         each token, so argmax ties go to ``EOS``, then to the token seen first."""
+        # here, not at the top: this module stays torch-free until a table is decoded
         from lecturekit.decoding.table import TableDecoder
 
         seen = {tok: None for dist in self.next_token.values() for tok in dist if tok != EOS}
@@ -133,6 +134,7 @@ class AutoregressiveTable:
     def sample(self, n: int, seed: int = 0) -> list[Output]:
         """Draw ``n`` outputs token by token, feeding each choice back in (ancestral sampling
         with :func:`lecturekit.decoding.sample`, seeded with ``seed``)."""
+        # here, not at the top: this module stays torch-free until a table is decoded
         from lecturekit.decoding.search import sample
 
         _check_sample_args(n, seed)
@@ -144,6 +146,7 @@ class AutoregressiveTable:
 
     def greedy(self) -> Output:
         """Most probable next token at every step until EOS (:func:`lecturekit.decoding.greedy`)."""
+        # here, not at the top: this module stays torch-free until a table is decoded
         from lecturekit.decoding.search import greedy
 
         decoder = self.decoder()

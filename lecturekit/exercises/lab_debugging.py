@@ -1,5 +1,5 @@
-"""Debugging-lab exercises: find the bug hidden in a model. ``lab_bugs.mystery(seed)`` plants
-one bug of ``lab_bugs.MYSTERY_POOL`` without naming it; the reader runs the diagnostics and
+"""Debugging-lab exercises: find the bug hidden in a model. ``bugs.mystery(seed)`` plants
+one bug of ``bugs.MYSTERY_POOL`` without naming it; the reader runs the diagnostics and
 answers with the bug's name. Registered with ``chapter=LAB`` ("L")."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lecturekit.chapters.lab_bugs import BUGS, MYSTERY_POOL, mystery_bug
 from lecturekit.exercises import LAB, Exercise, register
 from lecturekit.exercises.specs import Problem, Spec, short
+from lecturekit.lab.bugs import BUGS, MYSTERY_POOL, mystery_bug
 
 # the seeds of the two find-the-bug exercises (two different hidden bugs, neither of them
 # planted by a cell of the chapter)
@@ -21,7 +21,7 @@ class BugName(Spec):
     """The name of one planted bug; a wrong name is refused without revealing the right one."""
 
     def describe(self) -> str:
-        return f"一个字符串 (str)：lab_bugs.MYSTERY_POOL 里的一个名字，例如 {MYSTERY_POOL[0]!r}"
+        return f"一个字符串 (str)：bugs.MYSTERY_POOL 里的一个名字，例如 {MYSTERY_POOL[0]!r}"
 
     def _compare(self, expected: Any, got: Any, where: str) -> Problem | None:
         if not isinstance(got, str):
@@ -29,7 +29,7 @@ class BugName(Spec):
         name = str.__str__(got)  # the plain value: a subclass's __eq__ and __hash__ may lie
         if name not in BUGS:
             return Problem(
-                "type", f"{short(name)} 不是已知的 bug 名字；可选的名字见 lab_bugs.MYSTERY_POOL"
+                "type", f"{short(name)} 不是已知的 bug 名字；可选的名字见 bugs.MYSTERY_POOL"
             )
         if name != expected:
             return Problem("value", f"藏着的不是 {short(name)}，再对照一下哪些诊断报警")
@@ -43,8 +43,8 @@ def _register(number: int, seed: int) -> None:
             chapter=LAB,
             title=f"找出藏起来的 bug（种子 {seed}）",
             prompt=(
-                f"在 `with lab_bugs.mystery({seed}):` 里面，课程的模型被种下了 "
-                "lab_bugs.MYSTERY_POOL 中的一个 bug。在这个代码块里对一个新建的小模型运行"
+                f"在 `with bugs.mystery({seed}):` 里面，课程的模型被种下了 "
+                "bugs.MYSTERY_POOL 中的一个 bug。在这个代码块里对一个新建的小模型运行"
                 "本章的诊断，根据哪些诊断报警、哪些放行，说出是哪个 bug。"
             ),
             hint=(

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - static analysers only
     import torch
 
+from lecturekit._common import warn_once
 from lecturekit._lazy import attach
 
 __all__ = [
@@ -99,8 +100,6 @@ def _run_kernels(name: str, tensor: torch.Tensor) -> bool:
     """:func:`runnable`, with the fallback's one warning when it is False."""
     if runnable(tensor):
         return True
-    from lecturekit._common import warn_once
-
     if _triton_installed():
         why = (
             f"the triton kernels cannot run on a {tensor.device.type} tensor here (they run on "

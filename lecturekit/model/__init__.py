@@ -4,7 +4,9 @@
 (scaled dot-product and multi-head attention, chapter 2) -> ``layers`` (positional
 encodings, feed-forward, encoder and decoder layers and stacks, chapters 3-4) -> ``cache``
 (keys/values kept while decoding) -> ``transformer`` (the ``Transformer``) -> ``params``
-(parameter tables) -> ``interop`` (weights to and from ``torch.nn.Transformer``).
+(parameter tables) -> ``interop`` (weights to and from ``torch.nn.Transformer``); beside them,
+``rnn``: chapter 1's RNN encoder-decoder with additive attention, the model before the
+Transformer.
 Names resolve lazily; every module's ``__all__`` is available here.
 """
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from lecturekit.model import layers as layers
     from lecturekit.model import masks as masks
     from lecturekit.model import params as params
+    from lecturekit.model import rnn as rnn
     from lecturekit.model import transformer as transformer
     from lecturekit.model.attention import ATTENTION_FUNCTIONS as ATTENTION_FUNCTIONS
     from lecturekit.model.attention import MultiHeadAttention as MultiHeadAttention
@@ -57,6 +60,9 @@ if TYPE_CHECKING:
     from lecturekit.model.params import ComponentCount as ComponentCount
     from lecturekit.model.params import ParameterTable as ParameterTable
     from lecturekit.model.params import count_parameters as count_parameters
+    from lecturekit.model.rnn import AdditiveAttention as AdditiveAttention
+    from lecturekit.model.rnn import RNNSeq2Seq as RNNSeq2Seq
+    from lecturekit.model.rnn import RNNSeq2SeqConfig as RNNSeq2SeqConfig
     from lecturekit.model.transformer import Transformer as Transformer
 else:
     __getattr__, __dir__ = attach(__name__)

@@ -40,7 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lecturekit._common import check_int
 from lecturekit._lazy import attach
+from lecturekit.data import make_task
+from lecturekit.training.checkpoint import load_checkpoint
+from lecturekit.training.history import History
 
 __all__ = [
     "Recipe",
@@ -94,8 +98,6 @@ class Recipe:
     keep_checkpoints: int = 0
 
     def __post_init__(self) -> None:
-        from lecturekit._common import check_int
-
         check_int("checkpoint_every", self.checkpoint_every, minimum=1, optional=True)
         check_int("keep_checkpoints", self.keep_checkpoints, minimum=0)
         if (self.checkpoint_every is None) != (self.keep_checkpoints == 0):
@@ -157,8 +159,6 @@ def load(name: str, **runtime_overrides: Any):
 
     ``runtime_overrides``: e.g. ``attention_backend="sdpa"`` (see ``load_checkpoint``).
     """
-    from lecturekit.training.checkpoint import load_checkpoint
-
     path = checkpoint_path(name)
     if not path.is_file():
         raise FileNotFoundError(
@@ -171,8 +171,6 @@ def load(name: str, **runtime_overrides: Any):
 def recipe_task(name: str):
     """The data recipe ``name`` trains and is evaluated on: ``make_task(task, **task_kwargs)``
     with every split cut to sources of at most ``max_src_len`` tokens (a ``TaskData``)."""
-    from lecturekit.data import make_task
-
     recipe = _recipe(name)
     task = make_task(recipe.task, **recipe.task_kwargs)
     if recipe.max_src_len is None:
@@ -191,8 +189,6 @@ def history(name: str):
     """The training history recorded when the shipped checkpoint ``name`` was built, as a
     ``lecturekit.training.History`` (``lecturekit.book.plotting.plot_training`` draws its
     curves)."""
-    from lecturekit.training.history import History
-
     recorded = load(name).metadata.get("history")
     if recorded is None:
         raise ValueError(

@@ -1,4 +1,7 @@
-"""``python -m lecturekit.pretrained [list | build [name ...]]``: list or (re)build recipes."""
+"""``python -m lecturekit.pretrained [list | build [name ...]]``: list or (re)build recipes.
+
+The capstone's sentence models train for hours, in pieces: ``python -m lecturekit.capstone``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import sys
 
 from lecturekit.pretrained import RECIPES, build, checkpoint_path, list_recipes
 from lecturekit.pretrained.rnn import RNN_RECIPES, build_rnn, rnn_checkpoint_path
-from lecturekit.pretrained.sentences import SENTENCE_RECIPES, train_sentences
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,38 +19,19 @@ def main(argv: list[str] | None = None) -> int:
     build_parser = sub.add_parser("build", help="train recipes from scratch and save them")
     build_parser.add_argument("names", nargs="*", help="recipes to build (default: all)")
     build_parser.add_argument("--progress", action="store_true", help="show progress bars")
-    build_parser.add_argument(
-        "--max-minutes",
-        type=float,
-        default=None,
-        help="sentence-IME recipes: stop after this many minutes (resume with the same command)",
-    )
-    build_parser.add_argument(
-        "--threads", type=int, default=2, help="sentence-IME recipes: torch threads (default 2)"
-    )
     args = parser.parse_args(argv)
     if args.command == "list":
         for name, description in list_recipes().items():
             print(f"{name:24s} {description}")
-        for name, recipe in [*RNN_RECIPES.items(), *SENTENCE_RECIPES.items()]:
+        for name, recipe in RNN_RECIPES.items():
             print(f"{name:24s} {recipe.description}")
         return 0
-    # the sentence-IME recipes train for hours, in pieces: only when named
     names = args.names or [*RECIPES, *RNN_RECIPES]
-    known = sorted([*RECIPES, *RNN_RECIPES, *SENTENCE_RECIPES])
+    known = sorted([*RECIPES, *RNN_RECIPES])
     for name in names:
         if name not in known:
             parser.error(f"unknown recipe {name!r}; known: {', '.join(known)}")
     for name in names:
-        if name in SENTENCE_RECIPES:
-            done = train_sentences(name, max_minutes=args.max_minutes, threads=args.threads)
-            cer = done["history"]["valid_cer"][-1:] or ["-"]
-            print(
-                f"{name}: step {done['step']}/{SENTENCE_RECIPES[name].total_steps} after "
-                f"{done['seconds']:.0f} s in all, validation CER {cer[0]}, "
-                f"{'finished' if done['finished'] else 'not finished: run the same command again'}"
-            )
-            continue
         if name in RNN_RECIPES:
             _, meta = build_rnn(name)
             size = rnn_checkpoint_path(name).stat().st_size / 1e6

@@ -13,6 +13,9 @@ from typing import Any
 
 import torch
 
+from lecturekit.training._checkpoint_guards import check_structure
+from lecturekit.training.checkpoint import _checksum
+
 __all__ = ["read_payload", "check_entries", "load_state", "save_state", "ship", "STATE_FIX"]
 
 
@@ -24,9 +27,6 @@ def read_payload(path: Path, where: str, fix: str, *, checksum: str = "required"
     (a shipped file), ``"optional"`` (a training state from before checksums continues) -- a
     checksum that is present must match. The ``"checksum"`` entry is removed from the result.
     """
-    from lecturekit.training._checkpoint_guards import check_structure
-    from lecturekit.training.checkpoint import _checksum
-
     damaged = f"{where}: {path} is damaged ({{}}); {fix}"
     if path.stat().st_size == 0:
         raise ValueError(damaged.format("it is empty: an interrupted copy or save?"))

@@ -10,7 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from lecturekit._common import check_int
+from lecturekit.model.config import TransformerConfig
+from lecturekit.model.transformer import Transformer
 from lecturekit.pretrained import _recipe, checkpoint_path, recipe_task
+from lecturekit.training.averaging import KeepLastCheckpoints
+from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
+from lecturekit.training.config import TrainConfig
+from lecturekit.training.evaluation import evaluate
+from lecturekit.training.loop import fit
 
 __all__ = ["TrainedRecipe", "train_recipe", "build"]
 
@@ -18,8 +28,6 @@ __all__ = ["TrainedRecipe", "train_recipe", "build"]
 @contextlib.contextmanager
 def _torch_threads(threads: int) -> Iterator[None]:
     # a fixed thread count: float reductions in a fixed order, so the build is repeatable
-    import torch
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -54,15 +62,6 @@ def train_recipe(
     steps of a rebuild follow the shipped training curve on any machine, long before
     floating-point noise has grown (``tests/test_pretrained.py``).
     """
-    import torch
-
-    from lecturekit._common import check_int
-    from lecturekit.model.config import TransformerConfig
-    from lecturekit.model.transformer import Transformer
-    from lecturekit.training.averaging import KeepLastCheckpoints
-    from lecturekit.training.config import TrainConfig
-    from lecturekit.training.loop import fit
-
     recipe = _recipe(name)
     check_int("threads", threads, minimum=1)
     check_int("max_steps", max_steps, minimum=1, optional=True)
@@ -101,9 +100,6 @@ def build(name: str, path: str | Path | None = None, progress: bool = False, thr
     Returns the saved ``Checkpoint``; its metadata holds the test-split exact match, token
     accuracy and loss and the whole training history (``History.to_dict()``, plain lists).
     """
-    from lecturekit.training.checkpoint import load_checkpoint, save_checkpoint
-    from lecturekit.training.evaluation import evaluate
-
     recipe = _recipe(name)
     path = Path(path) if path is not None else checkpoint_path(name)
     trained = train_recipe(name, threads=threads, progress=progress)

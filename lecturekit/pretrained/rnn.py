@@ -1,10 +1,11 @@
 """Chapter 1's shipped RNN encoder-decoders, with and without additive attention.
 
-The models are :class:`lecturekit.chapters.ch01_attention.RNNSeq2Seq`, not Transformers, so
-they have their own small registry beside :data:`lecturekit.pretrained.RECIPES`, with the
-same contract: a recipe says how a model was made, :func:`load_rnn` returns the shipped file,
+The models are :class:`lecturekit.model.rnn.RNNSeq2Seq`, not Transformers, so they have
+their own small registry beside :data:`lecturekit.pretrained.RECIPES`, with the same
+contract: a recipe says how a model was made, :func:`load_rnn` returns the shipped file,
 :func:`build_rnn` (or ``python -m lecturekit.pretrained build rnn-copy-attn-s0``) trains it
-again from scratch on one CPU thread, deterministically.
+again from scratch on one CPU thread, deterministically: :func:`train_rnn_seq2seq` (Adam and
+the package's plain loop), scored by :func:`exact_match_by_length`.
 
 Every pair ``rnn-copy-plain-s<seed>`` / ``rnn-copy-attn-s<seed>`` shares the data, the
 initial weights of every shared layer, the batch order, the optimiser and the number of
@@ -20,6 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lecturekit._common import check_int, check_number
+from lecturekit.data import make_loader, make_task
+from lecturekit.decoding import greedy
+from lecturekit.model.rnn import RNNSeq2Seq, RNNSeq2SeqConfig
+from lecturekit.pretrained._files import read_payload
+from lecturekit.training.checkpoint import _checksum, _write_atomically
+from lecturekit.training.loop import Stopping, train_steps
 
 __all__ = [
     "RNNRecipe",
@@ -29,6 +40,8 @@ __all__ = [
     "rnn_checkpoint_path",
     "build_rnn",
     "load_rnn",
+    "train_rnn_seq2seq",
+    "exact_match_by_length",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent
@@ -87,8 +100,6 @@ def _recipe(name: str) -> RNNRecipe:
 
 def rnn_task():
     """The copy task of every chapter 1 recipe (a ``TaskData``)."""
-    from lecturekit.data import make_task
-
     return make_task("copy", **RNN_TASK_KWARGS)
 
 
@@ -99,8 +110,6 @@ def rnn_checkpoint_path(name: str) -> Path:
 
 
 def _make_model(recipe: RNNRecipe, task: Any):
-    from lecturekit.chapters.ch01_attention import RNNSeq2Seq, RNNSeq2SeqConfig
-
     config = RNNSeq2SeqConfig(
         src_vocab_size=len(task.src_vocab),
         tgt_vocab_size=len(task.tgt_vocab),
@@ -115,8 +124,6 @@ def build_rnn(name: str, path: str | Path | None = None):
     """Train recipe ``name`` from scratch on one thread and save it (default: the shipped
     file). Returns ``(model, metadata)``; the metadata holds the training losses and the
     test exact match per source length."""
-    from lecturekit.chapters.ch01_attention import exact_match_by_length, train_rnn_seq2seq
-
     recipe = _recipe(name)
     path = Path(path) if path is not None else rnn_checkpoint_path(name)
     task = rnn_task()
@@ -154,8 +161,6 @@ def build_rnn(name: str, path: str | Path | None = None):
 def _save_payload(payload: dict[str, Any], path: str | Path) -> None:
     """Write ``payload`` (recipe, state, metadata) to ``path`` with a SHA-256 checksum, the way
     :func:`lecturekit.training.checkpoint.save_checkpoint` writes one: atomically, read back."""
-    from lecturekit.training.checkpoint import _checksum, _write_atomically
-
     payload = {k: v for k, v in payload.items() if k != "checksum"}
     payload["checksum"] = _checksum(payload)
     _write_atomically(payload, Path(path))
@@ -165,8 +170,6 @@ def _load_payload(path: Path, rebuild: str) -> dict[str, Any]:
     """The payload :func:`_save_payload` wrote to ``path``, read safely (``weights_only``);
     raises ``ValueError`` naming ``rebuild`` (the command that remakes the file) when the file
     cannot be read or its checksum is missing or does not match."""
-    from lecturekit.pretrained._files import read_payload
-
     return read_payload(path, "name", f"reinstall lecturekit or rebuild it with `{rebuild}`")
 
 
@@ -193,3 +196,79 @@ def load_rnn(name: str):
     model.load_state_dict(saved["state"])
     model.eval()
     return model, saved["metadata"]
+
+
+def train_rnn_seq2seq(
+    model: RNNSeq2Seq,
+    pairs: list[tuple[list[int], list[int]]],
+    *,
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    clip_grad_norm: float = 1.0,
+    seed: int = 0,
+) -> list[float]:
+    """Teacher-forced training with Adam and the package's loop; returns the losses.
+
+    ``pairs`` are (source ids, target ids) without special tokens; batches are drawn from a
+    loader seeded with ``seed`` (the same order for every model given the same seed), one
+    pass after another until ``steps`` updates are done.
+    """
+    check_int("steps", steps, minimum=1)
+    check_number("lr", lr, minimum=0, exclusive=("minimum",))
+    if not pairs:
+        raise ValueError("pairs must not be empty")
+    c = model.config
+    loader = make_loader(
+        pairs, batch_size=batch_size, shuffle=True, seed=seed, pad_id=c.pad_id,
+        bos_id=c.bos_id, eos_id=c.eos_id,
+    )  # fmt: skip
+    batches = _cycle(loader)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+
+    def step_loss(step: int) -> Tensor:
+        batch = next(batches)
+        logits, _ = model(batch.src, batch.tgt_in)  # (B, T, V)
+        return F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=c.pad_id)
+
+    losses = train_steps(
+        step_loss, optimizer, Stopping(max_steps=steps), clip_grad_norm=clip_grad_norm
+    )
+    model.eval()
+    return losses
+
+
+def _cycle(loader: Any):
+    """Endless passes over ``loader``, re-seeding its sampler each epoch."""
+    epoch = 0
+    while True:
+        sampler = getattr(loader, "batch_sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+@torch.no_grad()
+def exact_match_by_length(
+    model: RNNSeq2Seq, pairs: list[tuple[list[int], list[int]]], *, batch_size: int = 256
+) -> dict[int, float]:
+    """Greedy-decode every source and return ``{source length: exact-match rate}``.
+
+    A prediction counts as correct when its tokens before ``<eos>`` equal the target.
+    """
+    if not pairs:
+        raise ValueError("pairs must not be empty")
+    hits: dict[int, list[int]] = {}
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        src = nn.utils.rnn.pad_sequence(
+            [torch.tensor(s) for s, _ in chunk], batch_first=True, padding_value=model.pad_id
+        )
+        max_len = max(len(t) for _, t in chunk) + 2
+        tokens = greedy(model, src, max_len).tokens.tolist()
+        for row, (s, t) in zip(tokens, chunk, strict=True):
+            cut = row.index(model.eos_id) if model.eos_id in row else len(row)
+            hits.setdefault(len(s), []).append(int(row[:cut] == list(t)))
+    return {n: sum(h) / len(h) for n, h in sorted(hits.items())}

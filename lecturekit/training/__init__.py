@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from lecturekit.training import checkpoint as checkpoint
     from lecturekit.training import checks as checks
     from lecturekit.training import config as config
-    from lecturekit.training import diagnostics as diagnostics
     from lecturekit.training import distributed as distributed
     from lecturekit.training import evaluation as evaluation
     from lecturekit.training import history as history
@@ -49,27 +48,6 @@ if TYPE_CHECKING:
     from lecturekit.training.config import TrainConfig as TrainConfig
     from lecturekit.training.config import small_config as small_config
     from lecturekit.training.config import small_train_config as small_train_config
-    from lecturekit.training.diagnostics import Diagnosis as Diagnosis
-    from lecturekit.training.diagnostics import (
-        attention_reference_check as attention_reference_check,
-    )
-    from lecturekit.training.diagnostics import beam_ranking_check as beam_ranking_check
-    from lecturekit.training.diagnostics import causality_probe as causality_probe
-    from lecturekit.training.diagnostics import determinism_probe as determinism_probe
-    from lecturekit.training.diagnostics import embedding_scale_check as embedding_scale_check
-    from lecturekit.training.diagnostics import free_running_check as free_running_check
-    from lecturekit.training.diagnostics import gradient_norms_by_layer as gradient_norms_by_layer
-    from lecturekit.training.diagnostics import initial_loss_check as initial_loss_check
-    from lecturekit.training.diagnostics import label_shift_check as label_shift_check
-    from lecturekit.training.diagnostics import layernorm_axis_check as layernorm_axis_check
-    from lecturekit.training.diagnostics import loss_padding_probe as loss_padding_probe
-    from lecturekit.training.diagnostics import mask_picture as mask_picture
-    from lecturekit.training.diagnostics import mask_sanity as mask_sanity
-    from lecturekit.training.diagnostics import overfit_one_batch as overfit_one_batch
-    from lecturekit.training.diagnostics import padding_probe as padding_probe
-    from lecturekit.training.diagnostics import permutation_probe as permutation_probe
-    from lecturekit.training.diagnostics import residual_probe as residual_probe
-    from lecturekit.training.diagnostics import warmup_check as warmup_check
     from lecturekit.training.distributed import DistContext as DistContext
     from lecturekit.training.distributed import all_reduce_sum as all_reduce_sum
     from lecturekit.training.distributed import any_true as any_true

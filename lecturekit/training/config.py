@@ -4,13 +4,11 @@ default model and training settings of the toy tasks."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lecturekit.model.config import TransformerConfig
 from lecturekit.training.checks import check_train_config
 from lecturekit.training.scheduled_sampling import ScheduledSampling
-
-if TYPE_CHECKING:  # pragma: no cover - annotations only
-    from lecturekit.model.config import TransformerConfig
 
 __all__ = ["TrainConfig", "small_config", "small_train_config"]
 
@@ -96,8 +94,6 @@ def small_config(src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> 
     cores; tuned with ``benchmarks/toy_task.py``): d_model 64, 4 heads, d_ff 128, 2 encoder
     and 2 decoder layers, no dropout, Post-LN as in the paper. ``overrides`` replace fields.
     """
-    from lecturekit.model.config import TransformerConfig
-
     fields_: dict[str, Any] = dict(
         d_model=64,
         n_heads=4,

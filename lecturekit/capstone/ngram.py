@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lecturekit._common import check_int, check_number
-from lecturekit.chapters.capstone_input import check_k, check_pairs, normalize_pinyin, read_pinyins
+from lecturekit.capstone.pinyin_input import check_k, check_pairs, normalize_pinyin, read_pinyins
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -217,7 +217,7 @@ class NgramIME:
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each pinyin clause its ``k`` best character strings, best first (at most
-        ``max_candidates``; the input is read by :func:`~lecturekit.chapters.capstone_input
+        ``max_candidates``; the input is read by :func:`~lecturekit.capstone.pinyin_input
         .read_pinyins`: a piece that is not a pinyin syllable is refused)."""
         check_k(k, self.max_candidates)
         rows = read_pinyins(pinyins, self.emission)
@@ -229,11 +229,11 @@ class NgramIME:
         """The ``k`` best ``(text, log score)`` for one clause, best first (``k`` at most
         ``max_candidates``); a pinyin syllable never seen in training is written
         :data:`UNKNOWN_CHAR` (and scores nothing), a piece that is not a pinyin syllable is
-        refused (:func:`~lecturekit.chapters.capstone_input.normalize_pinyin`).
+        refused (:func:`~lecturekit.capstone.pinyin_input.normalize_pinyin`).
 
         ``bonus`` ``(T, len(itos))``, one row per syllable: a log-score added to each
         character's emission at that syllable (another model's opinion, as
-        :class:`~lecturekit.chapters.capstone_sentences.FusedIME` gives it); None adds
+        :class:`~lecturekit.capstone.tagger.FusedIME` gives it); None adds
         nothing. The search stays exact in the same way: the bonus depends on the position
         and the character, not on the path."""
         check_k(k, self.max_candidates)

@@ -4,7 +4,7 @@
 of ``ATTENTION_FUNCTIONS`` or ``LAYER_NORM_FUNCTIONS``, a module's function, a method) for a
 version with one line changed, and restores the original on exit, also after an exception::
 
-    with lab_bugs.plant("softmax_query_axis"):
+    with bugs.plant("softmax_query_axis"):
         logits = model(src, tgt)  # the same model object, now with the bug
 
 There is no second copy of the model: the replacement wraps the original and changes one
@@ -53,7 +53,7 @@ Patch = tuple[Any, str, Any]
 @dataclass(frozen=True)
 class Bug:
     """One planted bug: ``where`` it lives, the one ``line`` it changes, what the learner
-    sees (``symptom``) and the diagnostic of ``lecturekit.training.diagnostics`` that
+    sees (``symptom``) and the diagnostic of ``lecturekit.lab.diagnostics`` that
     catches it first (``diagnostic``). ``patches()`` builds the replacements."""
 
     name: str

@@ -4,7 +4,7 @@ Two models read a clause's syllables (one token per syllable) and write its char
 
 - the encoder-decoder :class:`lecturekit.Transformer`, autoregressive (AT): one character after
   another, greedy or beam search with the KV cache (``TransformerIME`` of
-  :mod:`lecturekit.chapters.capstone_pinyin` runs it);
+  :mod:`lecturekit.capstone.engines` runs it);
 - :class:`SyllableTagger`, its non-autoregressive (NAT) counterpart: the encoder alone and one
   output layer, every character in parallel. A clause has exactly one character per syllable,
   so the output length is known and the tagger needs no length predictor (chapter 4's NAT).
@@ -29,13 +29,13 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_number, check_type
-from lecturekit.chapters.capstone_input import (  # noqa: F401 - their old home, still importable
+from lecturekit.capstone.ngram import NgramIME
+from lecturekit.capstone.pinyin_input import (
     check_k,
     pinyin_syllables,
     read_pinyins,
     split_syllables,
 )
-from lecturekit.chapters.capstone_ngram import NgramIME
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding.beam import beam_search
 from lecturekit.model.config import TransformerConfig
@@ -169,7 +169,7 @@ class TaggerIME:
     """A trained :class:`SyllableTagger` as an input method: ``candidates(pinyins, k)``, the
     ``k`` best clauses of each space-separated pinyin input (:func:`k_best_independent`),
     ``k`` at most ``max_candidates``. Inputs are read by
-    :func:`~lecturekit.chapters.capstone_input.read_pinyins`: what is not a syllable of the
+    :func:`~lecturekit.capstone.pinyin_input.read_pinyins`: what is not a syllable of the
     model's input vocabulary is refused, never tagged as ``<unk>``."""
 
     max_candidates = 100  # k_best_independent merges k x k partial clauses per syllable
@@ -181,7 +181,7 @@ class TaggerIME:
         self.batch_size = 256
 
     def read(self, pinyins: Sequence[str]) -> list[list[str]]:
-        """The inputs' syllables (:func:`~lecturekit.chapters.capstone_input.read_pinyins`),
+        """The inputs' syllables (:func:`~lecturekit.capstone.pinyin_input.read_pinyins`),
         each in the model's input vocabulary (``ValueError`` naming the first that is not)."""
         rows = read_pinyins(pinyins, self.src_vocab.stoi)
         for pinyin, syllables in zip(pinyins, rows, strict=True):

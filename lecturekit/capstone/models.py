@@ -2,11 +2,11 @@
 
 Two recipes read People's Daily clauses (:mod:`lecturekit.data.sentences`): ``ime-sentences-at``,
 the encoder-decoder :class:`lecturekit.Transformer` (characters one after another), and
-``ime-sentences-nat``, the :class:`~lecturekit.chapters.capstone_sentences.SyllableTagger`
+``ime-sentences-nat``, the :class:`~lecturekit.capstone.tagger.SyllableTagger`
 (every character at once). Their training takes hours on two CPU cores, longer than one
 sitting, so unlike the other recipes it runs in **pieces**:
 
-    python -m lecturekit.pretrained build ime-sentences-at --max-minutes 30
+    python -m lecturekit.capstone build ime-sentences-at --max-minutes 30
 
 trains for 30 minutes (or to the recipe's last step) and stops. Every ``save_every`` steps and
 at the stop it writes the whole training state (weights, Adam moments, step, random state,
@@ -44,10 +44,20 @@ import torch
 import torch.nn.functional as F
 
 from lecturekit._common import check_int, check_number
+from lecturekit.capstone.engines import TransformerIME
+from lecturekit.capstone.ngram import sentence_scores
+from lecturekit.capstone.tagger import SyllableTagger, TaggerIME, clause_batch, sentence_vocabs
+from lecturekit.data.pinyin import _cache_folder
+from lecturekit.data.sentences import split_sentences
+from lecturekit.data.vocab import Vocab
+from lecturekit.model.config import TransformerConfig
+from lecturekit.model.transformer import Transformer
+from lecturekit.pretrained import DATA_DIR
 from lecturekit.pretrained._files import STATE_FIX, check_entries, load_state, read_payload
 from lecturekit.pretrained._files import save_state as _save_state
 from lecturekit.pretrained._files import ship as _ship
 from lecturekit.pretrained.building import _torch_threads
+from lecturekit.training.checks import check_finite, optimizer_step
 
 __all__ = [
     "SentenceRecipe",
@@ -60,8 +70,6 @@ __all__ = [
     "load_sentence_model",
     "SentenceModel",
 ]
-
-DATA_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -124,23 +132,20 @@ def _recipe(name: str | SentenceRecipe) -> SentenceRecipe:
 
 
 def sentence_checkpoint_path(name: str) -> Path:
-    """The shipped file of recipe ``name`` (in this package)."""
+    """The shipped file of recipe ``name`` (beside every shipped model, in
+    ``lecturekit/pretrained/``: one folder holds the package's weights and their size budget)."""
     return DATA_DIR / f"{_recipe(name).name}.pt"
 
 
 def state_path(name: str) -> Path:
     """The training state of recipe ``name`` between pieces (outside the package, in
     ``lecturekit.data.pinyin.cache_dir()``; never shipped)."""
-    from lecturekit.data.pinyin import _cache_folder
-
     return _cache_folder(None) / "training" / f"{_recipe(name).name}.state.pt"
 
 
 def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
     """``{"train", "valid", "test", "ood"}`` -> ``(pinyin, text)`` clauses of ``split`` (a
     ``SentenceSplit``; default ``split_sentences()``, seed 0)."""
-    from lecturekit.data.sentences import split_sentences
-
     split = split_sentences() if split is None else split
     return {
         part: [(c.pinyin, c.text) for c in getattr(split, part)]
@@ -150,10 +155,6 @@ def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
 
 def make_sentence_model(recipe: SentenceRecipe, src_vocab: Any, tgt_vocab: Any) -> torch.nn.Module:
     """A freshly initialised model of ``recipe`` (seeded by ``recipe.seed``)."""
-    from lecturekit.chapters.capstone_sentences import SyllableTagger
-    from lecturekit.model.config import TransformerConfig
-    from lecturekit.model.transformer import Transformer
-
     torch.manual_seed(recipe.seed)
     config = TransformerConfig(
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **recipe.model
@@ -191,10 +192,6 @@ def _loss(model: torch.nn.Module, recipe: SentenceRecipe, batch: Any) -> torch.T
 
 @torch.no_grad()
 def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) -> float:
-    from lecturekit.chapters.capstone_ngram import sentence_scores
-    from lecturekit.chapters.capstone_pinyin import TransformerIME
-    from lecturekit.chapters.capstone_sentences import TaggerIME
-
     model.eval()
     ime: TransformerIME | TaggerIME
     if recipe.kind == "at":
@@ -210,9 +207,6 @@ def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) ->
 
 def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
     """The saved training state at ``path``, or a fresh one (step 0)."""
-    from lecturekit.chapters.capstone_sentences import sentence_vocabs
-    from lecturekit.data.vocab import Vocab
-
     if path.is_file():
         state = load_state(path)
         if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
@@ -274,8 +268,6 @@ def train_sentences(
     :func:`sentence_checkpoint_path`). ``split`` (a ``SentenceSplit``) replaces the corpus in
     tests. Returns ``{"step", "seconds", "history", "finished"}``.
     """
-    from lecturekit.chapters.capstone_sentences import clause_batch
-
     recipe = _recipe(name)
     check_int("threads", threads, 1)
     check_int("max_steps", max_steps, 1, optional=True)
@@ -327,8 +319,6 @@ def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
     # one Adam update at the schedule's learning rate; the step and the loss sum advance.
     # Non-finite gradients (checked before they touch the weights) or weights raise fit's
     # FloatingPointError, so no NaN state is ever saved or shipped
-    from lecturekit.training.checks import check_finite, optimizer_step
-
     model, optimizer = state["model_obj"], state["optimizer_obj"]
     s = state["step"] + 1
     lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
@@ -386,17 +376,15 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
 
     A damaged file (unreadable, an entry missing, its checksum does not match) and a file of
     another recipe (an AT model loaded as the NAT) are refused with a ``ValueError``."""
-    from lecturekit.data.vocab import Vocab
-
     recipe = _recipe(name)
     path = Path(path) if path is not None else sentence_checkpoint_path(recipe.name)
     if not path.is_file():
         raise FileNotFoundError(
             f"name: no checkpoint for {recipe.name!r} at {path}; train it with "
-            f"`python -m lecturekit.pretrained build {recipe.name} --max-minutes 30` "
+            f"`python -m lecturekit.capstone build {recipe.name} --max-minutes 30` "
             "(repeat until it reports finished)"
         )
-    fix = f"rebuild it with `python -m lecturekit.pretrained build {recipe.name} --max-minutes 30`"
+    fix = f"rebuild it with `python -m lecturekit.capstone build {recipe.name} --max-minutes 30`"
     saved = read_payload(path, "path", fix)
     check_entries(saved, _SHIPPED_ENTRIES, path, "path", fix)
     made_by = saved["recipe"]

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, eval_mode
-from lecturekit.training._attention_check import attention_reference_check
-from lecturekit.training._verdict import (
+from lecturekit.decoding.search import greedy
+from lecturekit.lab._attention_check import attention_reference_check
+from lecturekit.lab._verdict import (
     TOLERANCE,
     Diagnosis,
     _diagnosis,
@@ -37,6 +38,8 @@ from lecturekit.training._verdict import (
     _max_gap,
     _not_finite,
 )
+from lecturekit.training.losses import label_smoothed_nll
+from lecturekit.training.metrics import token_accuracy
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.data.batching import Batch
@@ -364,9 +367,6 @@ def free_running_check(model: Transformer, batches: list[Batch], slack: float = 
     greedy output, position by position, ``<eos>`` counted in both (the labels end with it).
     A gap above ``slack`` means a test figure measured with the gold prefix overstates what
     the model does when it generates."""
-    from lecturekit.decoding.search import greedy
-    from lecturekit.training.metrics import token_accuracy
-
     if not batches:
         raise ValueError("batches must hold at least one Batch, got none")
     eos, pad = model.config.eos_id, model.config.pad_id
@@ -402,9 +402,6 @@ def overfit_one_batch(
     """Train a copy of ``model`` on one ``batch`` for ``steps`` Adam steps, then decode that
     batch greedily. A healthy model memorises it; a low loss with wrong generations means
     the training setup lets the model see its answer (a leak, unshifted labels)."""
-    from lecturekit.decoding.search import greedy
-    from lecturekit.training.losses import label_smoothed_nll
-
     check_int("steps", steps, minimum=1)
     trained = copy.deepcopy(model).train()
     optimizer = torch.optim.Adam(trained.parameters(), lr=lr)
@@ -433,8 +430,6 @@ def gradient_norms_by_layer(model: Transformer, batch: Batch) -> dict[str, float
     """Gradient norm of each encoder and decoder layer's parameters for one teacher-forced
     loss on ``batch`` (a model whose last layers get much larger gradients than its first
     needs a warm-up, Xiong et al. 2020). Keys: ``"encoder.0"``, ..., ``"decoder.N"``."""
-    from lecturekit.training.losses import label_smoothed_nll
-
     model.zero_grad()
     logits, pad = model(batch.src, batch.tgt_in), model.config.pad_id
     label_smoothed_nll(logits, batch.tgt_out, 0.0, pad).backward()

@@ -7,16 +7,16 @@ import dataclasses
 import pytest
 import torch
 
-from lecturekit.chapters.capstone_pinyin import (
+from lecturekit.capstone import models as ps
+from lecturekit.capstone.engines import (
     HmmBaseline,
     TransformerIME,
     cross_attention,
     hmm_k_best,
     next_char_steps,
 )
-from lecturekit.chapters.capstone_sentences import sentence_vocabs
+from lecturekit.capstone.tagger import sentence_vocabs
 from lecturekit.decoding import greedy
-from lecturekit.pretrained import sentences as ps
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

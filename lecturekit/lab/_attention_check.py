@@ -1,4 +1,4 @@
-"""The attention diagnostic of :mod:`lecturekit.training.diagnostics`: a learner's ``attend``
+"""The attention diagnostic of :mod:`lecturekit.lab.diagnostics`: a learner's ``attend``
 against a float64 reference, output, gradients and ``torch.autograd.gradcheck``.
 
 An ``attend`` that is broken (it raises, returns ``(out, weights)`` or a wrong shape, ignores an
@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from lecturekit.training._verdict import Diagnosis, _diagnosis, _not_finite
+from lecturekit.lab._verdict import Diagnosis, _diagnosis, _not_finite
+from lecturekit.model import attention
 
 __all__ = ["attention_reference_check"]
 
@@ -29,8 +30,6 @@ def _reference_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 def _course_attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    from lecturekit.model import attention
-
     backend = attention.ATTENTION_FUNCTIONS["math"]  # read at call time: a planted bug shows
     kw = dict(attn_mask=None, key_padding_mask=None, dropout_p=0.0)
     return backend(q, k, v, is_causal=True, **kw)[0]

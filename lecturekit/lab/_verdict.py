@@ -1,4 +1,4 @@
-"""The verdict every diagnostic of :mod:`lecturekit.training.diagnostics` returns, and the
+"""The verdict every diagnostic of :mod:`lecturekit.lab.diagnostics` returns, and the
 comparisons that make one: a NaN or inf never passes (``nan > limit`` is False, so a plain
 comparison would pass a model whose output is NaN)."""
 

@@ -26,10 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_int, check_number, check_type
-from lecturekit.chapters.capstone_input import check_k, read_pinyins
-from lecturekit.chapters.capstone_ngram import MAX_RESAMPLES, UNKNOWN_CHAR
-from lecturekit.chapters.capstone_pinyin import TransformerIME, cross_attention
-from lecturekit.chapters.capstone_sentences import (
+from lecturekit.capstone.engines import TransformerIME, cross_attention
+from lecturekit.capstone.ngram import MAX_RESAMPLES, UNKNOWN_CHAR
+from lecturekit.capstone.pinyin_input import check_k, read_pinyins
+from lecturekit.capstone.tagger import (
     ime_candidates,
     k_best_independent,
     split_syllables,
@@ -81,7 +81,7 @@ class SyllableUnigram:
     ``pairs``: training ``(pinyin, text)`` clauses. ``candidates(pinyins, k)`` gives each
     clause's ``k`` most probable clauses (exact, :func:`k_best_independent`). A syllable never
     seen in training is written :data:`UNKNOWN_CHAR` (``□``, always wrong, scoring nothing),
-    as :class:`~lecturekit.chapters.capstone_ngram.NgramIME` writes it.
+    as :class:`~lecturekit.capstone.ngram.NgramIME` writes it.
     """
 
     name = "syllable unigram"
@@ -100,7 +100,7 @@ class SyllableUnigram:
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each of the ``(N,)`` space-separated pinyin clauses up to ``k`` clauses, most
         probable first (fewer when the syllables allow fewer); inputs are read by
-        :func:`~lecturekit.chapters.capstone_input.read_pinyins`, as by every engine."""
+        :func:`~lecturekit.capstone.pinyin_input.read_pinyins`, as by every engine."""
         check_k(k, self.max_candidates)
         return [self._one(" ".join(s), k) for s in read_pinyins(pinyins, self.ranked)]
 
@@ -312,7 +312,7 @@ def paired_cer_difference(
     """``(difference, low, high)``: CER of system a minus CER of system b on the same clauses.
 
     ``edits_a``, ``edits_b`` and ``chars`` are per clause, shape ``(N,)`` (as from
-    :func:`~lecturekit.chapters.capstone_ngram.sentence_scores`). The interval is a percentile
+    :func:`~lecturekit.capstone.ngram.sentence_scores`). The interval is a percentile
     bootstrap that draws the *same* clauses for both systems (paired), ``n_resamples`` times
     with ``numpy.random.default_rng(seed)``. With ``groups`` (one id per clause, e.g. the block
     a clause came from) it draws whole groups with replacement (cluster bootstrap), so the

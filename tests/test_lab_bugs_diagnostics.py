@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from lecturekit import pretrained
-from lecturekit.chapters import lab_bugs
 from lecturekit.data import batching
 from lecturekit.decoding import beam, beam_search, greedy
 from lecturekit.exercises import LAB, check, get_exercise, list_exercises, show
+from lecturekit.lab import bugs
+from lecturekit.lab import diagnostics as D
 from lecturekit.model import attention, layers, masks
-from lecturekit.training import diagnostics as D
 from lecturekit.training import loop, small_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -78,11 +78,11 @@ EXPECTED = {
 
 
 def test_every_bug_names_an_existing_diagnostic_and_its_own_switch():
-    assert len(lab_bugs.BUGS) >= 12
-    for name, bug in lab_bugs.BUGS.items():
+    assert len(bugs.BUGS) >= 12
+    for name, bug in bugs.BUGS.items():
         assert bug.name == name and bug.line and bug.where.startswith("lecturekit.")
         assert bug.diagnostic in D.__all__, bug.diagnostic
-    assert set(lab_bugs.MYSTERY_POOL) <= set(EXPECTED)
+    assert set(bugs.MYSTERY_POOL) <= set(EXPECTED)
 
 
 def test_the_healthy_model_passes_every_model_probe(make_tiny_model):
@@ -93,7 +93,7 @@ def test_the_healthy_model_passes_every_model_probe(make_tiny_model):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_forward_pass_bug_trips_exactly_its_probes(make_tiny_model, name):
-    with lab_bugs.plant(name):  # built inside: the initialisation bug acts at construction
+    with bugs.plant(name):  # built inside: the initialisation bug acts at construction
         model = make_tiny_model(tie_embeddings=True)
         flagged = {probe for probe, run in _model_probes().items() if run(model).flagged}
     assert flagged == EXPECTED[name]
@@ -102,7 +102,7 @@ def test_each_forward_pass_bug_trips_exactly_its_probes(make_tiny_model, name):
 
 def BUG_DIAGNOSTIC_IN(name: str, flagged: set[str]) -> bool:  # noqa: N802
     """The diagnostic the table names first is among the probes that fire."""
-    return lab_bugs.BUGS[name].diagnostic in flagged | {"mask_picture"}
+    return bugs.BUGS[name].diagnostic in flagged | {"mask_picture"}
 
 
 def test_mask_picture_shows_the_three_masks(make_tiny_model):
@@ -113,13 +113,13 @@ def test_mask_picture_shows_the_three_masks(make_tiny_model):
         "query  1 ■■·",
         "query  2 ■■■",
     ]
-    with lab_bugs.plant("causal_mask_inverted"):
+    with bugs.plant("causal_mask_inverted"):
         assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ·■■"
-    with lab_bugs.plant("causal_mask_missing"):
+    with bugs.plant("causal_mask_missing"):
         assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ■■■"
 
 
-@pytest.mark.parametrize("name", sorted(lab_bugs.BUGS))
+@pytest.mark.parametrize("name", sorted(bugs.BUGS))
 def test_plant_restores_every_attribute_even_after_an_exception(name):
     watched = [
         (attention, "ATTENTION_FUNCTIONS"), (attention, "_attention_steps"),
@@ -130,10 +130,10 @@ def test_plant_restores_every_attribute_even_after_an_exception(name):
         (beam, "_penalty"), (beam, "eval_mode"),
     ]  # fmt: skip
     before = [getattr(obj, attr) for obj, attr in watched]
-    with pytest.raises(RuntimeError, match="boom"), lab_bugs.plant(name):
+    with pytest.raises(RuntimeError, match="boom"), bugs.plant(name):
         raise RuntimeError("boom")
     assert [getattr(obj, attr) for obj, attr in watched] == before
-    with lab_bugs.plant(name):
+    with bugs.plant(name):
         pass
     assert [getattr(obj, attr) for obj, attr in watched] == before
 
@@ -141,14 +141,14 @@ def test_plant_restores_every_attribute_even_after_an_exception(name):
 def test_the_healthy_behaviour_is_back_after_a_planted_block(make_tiny_model):
     model = make_tiny_model()
     src, tgt = _unpadded()
-    with contextlib.suppress(RuntimeError), lab_bugs.plant("causal_mask_missing"):
+    with contextlib.suppress(RuntimeError), bugs.plant("causal_mask_missing"):
         assert D.causality_probe(model, src, tgt).flagged
         raise RuntimeError("boom")
     assert not D.causality_probe(model, src, tgt).flagged
 
 
 def test_plant_refuses_an_unknown_name():
-    with pytest.raises(ValueError, match="name must be one of"), lab_bugs.plant("typo"):
+    with pytest.raises(ValueError, match="name must be one of"), bugs.plant("typo"):
         pass
 
 
@@ -160,13 +160,13 @@ def test_loss_padding_probe_flags_a_loss_that_counts_padding():
         return loop.label_smoothed_nll(lg, target, 0.1, 0)
 
     assert not D.loss_padding_probe(loss, logits, batch.tgt_out).flagged
-    with lab_bugs.plant("loss_counts_padding"):
+    with bugs.plant("loss_counts_padding"):
         assert D.loss_padding_probe(loss, logits, batch.tgt_out).flagged
 
 
 def test_label_shift_check_flags_unshifted_labels():
     assert not D.label_shift_check(_batch()).flagged
-    with lab_bugs.plant("labels_not_shifted"):
+    with bugs.plant("labels_not_shifted"):
         assert D.label_shift_check(_batch()).flagged
 
 
@@ -174,14 +174,14 @@ def test_determinism_probe_flags_dropout_left_on(make_tiny_model):
     model = make_tiny_model(dropout=0.5).train()  # as after a training loop
     src, _ = _unpadded()
     assert not D.determinism_probe(lambda: greedy(model, src, 8).tokens).flagged
-    with lab_bugs.plant("dropout_at_decoding"):
+    with bugs.plant("dropout_at_decoding"):
         assert D.determinism_probe(lambda: greedy(model, src, 8).tokens).flagged
 
 
 def test_warmup_check_flags_a_schedule_without_warmup():
     config = small_train_config()
     assert not D.warmup_check(lambda step: loop.learning_rate(step, config, 64)).flagged
-    with lab_bugs.plant("post_ln_no_warmup"):
+    with bugs.plant("post_ln_no_warmup"):
         assert D.warmup_check(lambda step: loop.learning_rate(step, config, 64)).flagged
         after = [loop.learning_rate(s, config, 64) for s in (200, 400)]
     assert after == [loop.learning_rate(s, config, 64) for s in (200, 400)]  # decay unchanged
@@ -196,7 +196,7 @@ def test_beam_ranking_check_flags_ranking_by_summed_log_prob():
         return [[(len(h.tokens), h.log_prob) for h in hyps] for hyps in out.hypotheses]
 
     assert not any(D.beam_ranking_check(r, 1.0).flagged for r in ranked())
-    with lab_bugs.plant("beam_summed_log_prob"):
+    with bugs.plant("beam_summed_log_prob"):
         assert any(D.beam_ranking_check(r, 1.0).flagged for r in ranked())
     # by hand: alpha = 2 divides log P by (8/6)^2 and (14/6)^2, the longer one ranks first
     assert D.beam_ranking_check([(3, -1.0), (9, -1.2)], 2.0).flagged
@@ -217,7 +217,7 @@ def test_free_running_check_flags_an_undertrained_model_and_passes_a_trained_one
 def test_overfit_one_batch_flags_unshifted_labels(make_tiny_model):
     model = make_tiny_model(d_model=32, n_heads=4, d_ff=64)
     assert not D.overfit_one_batch(model, _batch(), steps=60, lr=1e-2).flagged
-    with lab_bugs.plant("labels_not_shifted"):
+    with bugs.plant("labels_not_shifted"):
         assert D.overfit_one_batch(model, _batch(), steps=60, lr=1e-2).flagged
 
 
@@ -236,8 +236,8 @@ def test_diagnosis_prints_a_verdict_without_numbers(make_tiny_model):
 
 
 def test_mystery_hides_different_bugs_and_the_checker_accepts_only_the_hidden_one(capsys):
-    assert len({lab_bugs.mystery_bug(s) for s in range(len(lab_bugs.MYSTERY_POOL))}) == len(
-        lab_bugs.MYSTERY_POOL
+    assert len({bugs.mystery_bug(s) for s in range(len(bugs.MYSTERY_POOL))}) == len(
+        bugs.MYSTERY_POOL
     )
     ids = list_exercises(chapter=LAB)
     assert len(ids) >= 2
@@ -245,7 +245,7 @@ def test_mystery_hides_different_bugs_and_the_checker_accepts_only_the_hidden_on
     assert len(set(hidden)) == len(hidden)
     for exercise_id, right in zip(ids, hidden, strict=True):
         assert check(exercise_id, right)
-        for other in sorted(set(lab_bugs.BUGS) - {right}):
+        for other in sorted(set(bugs.BUGS) - {right}):
             assert not check(exercise_id, other)
         output = capsys.readouterr().out
         assert f"期望 {right!r}" not in output  # a wrong guess does not reveal the answer
@@ -256,9 +256,9 @@ def test_mystery_hides_different_bugs_and_the_checker_accepts_only_the_hidden_on
 def test_the_mystery_block_plants_its_bug(make_tiny_model):
     src, tgt = _unpadded()
     model = make_tiny_model()
-    with lab_bugs.mystery(3):
+    with bugs.mystery(3):
         flagged = {p for p, run in _model_probes().items() if run(model).flagged}
-    assert flagged == EXPECTED[lab_bugs.mystery_bug(3)]
+    assert flagged == EXPECTED[bugs.mystery_bug(3)]
 
 
 def _nan_probes() -> dict[str, object]:
@@ -295,7 +295,7 @@ def test_loss_padding_probe_flags_a_nan_loss():
 
 def test_softmax_over_queries_turns_a_padded_batch_into_nan(make_tiny_model):
     batch = _batch()
-    with lab_bugs.plant("softmax_query_axis"):
+    with bugs.plant("softmax_query_axis"):
         model = make_tiny_model()
         assert not torch.isfinite(model(batch.src, batch.tgt_in)).all()
         assert D.padding_probe(model, batch.src, batch.tgt_in).flagged
@@ -304,7 +304,7 @@ def test_softmax_over_queries_turns_a_padded_batch_into_nan(make_tiny_model):
 def test_no_scaling_keeps_is_causal_and_drops_only_the_scale():
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 4, 8, generator=gen) for _ in range(3))
-    with lab_bugs.plant("no_scaling"):
+    with bugs.plant("no_scaling"):
         _, weights = attention._attention_steps(q, k, v, None, 0.0, True)
     future = torch.ones(4, 4, dtype=torch.bool).triu(1)
     expected = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(future, -math.inf), -1)
@@ -314,7 +314,7 @@ def test_no_scaling_keeps_is_causal_and_drops_only_the_scale():
 @pytest.mark.parametrize("name", ["no_scaling", "softmax_query_axis", "causal_mask_inverted"])
 def test_attention_bugs_refuse_a_backend_they_do_not_change(make_tiny_model, name):
     src, tgt = _unpadded()
-    with lab_bugs.plant(name):
+    with bugs.plant(name):
         model = make_tiny_model(attention_backend="sdpa")
         with pytest.raises(ValueError, match="attention_backend must be 'math'.*got 'sdpa'"):
             model(src, tgt)
@@ -323,7 +323,7 @@ def test_attention_bugs_refuse_a_backend_they_do_not_change(make_tiny_model, nam
 
 def test_residual_missing_refuses_a_pre_ln_model(make_tiny_model):
     src, tgt = _unpadded()
-    with lab_bugs.plant("residual_missing"):
+    with bugs.plant("residual_missing"):
         with pytest.raises(ValueError, match="norm_first must be False"):
             make_tiny_model(norm_first=True)(src, tgt)
         make_tiny_model()(src, tgt)
@@ -334,8 +334,6 @@ def test_free_running_check_counts_eos_in_both_accuracies(monkeypatch):
     accuracies must agree (counting <eos> in one only would make a gap out of nothing)."""
     from types import SimpleNamespace
 
-    from lecturekit.decoding import search
-
     batch = _batch()
     never_eos = batch.tgt_out.masked_fill(batch.tgt_out == 2, 3)  # <eos> (id 2) -> a word
 
@@ -345,7 +343,7 @@ def test_free_running_check_counts_eos_in_both_accuracies(monkeypatch):
         def forward(self, src, tgt_in):
             return torch.nn.functional.one_hot(never_eos, V).float()
 
-    monkeypatch.setattr(search, "greedy", lambda m, s, n: SimpleNamespace(tokens=never_eos))
+    monkeypatch.setattr(D, "greedy", lambda m, s, n: SimpleNamespace(tokens=never_eos))
     verdict = D.free_running_check(NoEos(), [batch])
     assert abs(verdict.value) < 1e-12 and not verdict.flagged
 
@@ -365,7 +363,7 @@ class _AlwaysEqual(str):
 def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value(capsys):
     for exercise_id in list_exercises(chapter=LAB):
         hidden = get_exercise(exercise_id).reference
-        wrong = next(name for name in sorted(lab_bugs.BUGS) if name != hidden)
+        wrong = next(name for name in sorted(bugs.BUGS) if name != hidden)
         assert check(exercise_id, _AlwaysEqual(wrong)) is False
         assert "藏着的不是" in capsys.readouterr().out
         assert check(exercise_id, _AlwaysEqual("no_such_bug")) is False
@@ -377,9 +375,9 @@ def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value(capsys):
 def test_planting_a_bug_twice_keeps_it_planted_once(make_tiny_model, name):
     model = make_tiny_model()
     probes = _model_probes()
-    with lab_bugs.plant(name):
+    with bugs.plant(name):
         once = {p for p, run in probes.items() if run(model).flagged}
-        with lab_bugs.plant(name):  # a learner's guess inside mystery: the same bug again
+        with bugs.plant(name):  # a learner's guess inside mystery: the same bug again
             twice = {p for p, run in probes.items() if run(model).flagged}
         after_inner = {p for p, run in probes.items() if run(model).flagged}
     assert once == twice == after_inner == EXPECTED[name]  # no alarm vanishes

@@ -16,31 +16,22 @@ context ``c_t``) to its GRU cell.
   ``a_t = softmax_i(w . tanh(W_q s_{t-1} + W_k h_i))`` over the non-padded positions.
 
 Decoder step (both): ``s_t = GRUCell([E y_{t-1}; c_t], s_{t-1})``, ``s_0 = h_S``,
-logits ``W_o [s_t; c_t]``. The model trains with the package's plain loop
-(:func:`lecturekit.training.loop.train_steps`) and follows the decoding step protocol, so
-:func:`lecturekit.decoding.greedy` decodes it.
+logits ``W_o [s_t; c_t]``. The model follows the decoding step protocol, so
+:func:`lecturekit.decoding.greedy` decodes it; chapter 1's shipped models are trained and
+scored by :mod:`lecturekit.pretrained.rnn`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lecturekit._common import check_int, check_number, check_token_ids
-from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from lecturekit.training.loop import Stopping, train_steps
+from lecturekit._common import BOS_ID, EOS_ID, PAD_ID, check_int, check_token_ids
 
-__all__ = [
-    "AdditiveAttention",
-    "RNNSeq2SeqConfig",
-    "RNNSeq2Seq",
-    "train_rnn_seq2seq",
-    "exact_match_by_length",
-]
+__all__ = ["AdditiveAttention", "RNNSeq2SeqConfig", "RNNSeq2Seq"]
 
 
 class AdditiveAttention(nn.Module):
@@ -241,11 +232,13 @@ class RNNSeq2Seq(nn.Module):
                 f"src and tgt_in batch sizes differ: {src.shape[0]} vs {tgt_in.shape[0]}"
             )
         state = self.encode(src)
-        logits, weights = [], []
+        logits: list[Tensor] = []
+        weights: list[Tensor] = []  # stays empty without attention
         for t in range(tgt_in.shape[1]):  # sequential: step t needs the state of step t - 1
             step_logits, state, step_weights = self._step(tgt_in[:, t], state)
             logits.append(step_logits)
-            weights.append(step_weights)
+            if step_weights is not None:
+                weights.append(step_weights)
         attention = torch.stack(weights, dim=1) if need_weights and self.attention else None
         return torch.stack(logits, dim=1), attention
 
@@ -259,83 +252,3 @@ class RNNSeq2Seq(nn.Module):
 
     def select(self, state: _State, index: Tensor) -> _State:
         return state.select(index)
-
-
-def train_rnn_seq2seq(
-    model: RNNSeq2Seq,
-    pairs: list[tuple[list[int], list[int]]],
-    *,
-    steps: int,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    clip_grad_norm: float = 1.0,
-    seed: int = 0,
-) -> list[float]:
-    """Teacher-forced training with Adam and the package's loop; returns the losses.
-
-    ``pairs`` are (source ids, target ids) without special tokens; batches are drawn from a
-    loader seeded with ``seed`` (the same order for every model given the same seed), one
-    pass after another until ``steps`` updates are done.
-    """
-    from lecturekit.data import make_loader
-
-    check_int("steps", steps, minimum=1)
-    check_number("lr", lr, minimum=0, exclusive=("minimum",))
-    if not pairs:
-        raise ValueError("pairs must not be empty")
-    c = model.config
-    loader = make_loader(
-        pairs, batch_size=batch_size, shuffle=True, seed=seed, pad_id=c.pad_id,
-        bos_id=c.bos_id, eos_id=c.eos_id,
-    )  # fmt: skip
-    batches = _cycle(loader)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-
-    def step_loss(step: int) -> Tensor:
-        batch = next(batches)
-        logits, _ = model(batch.src, batch.tgt_in)  # (B, T, V)
-        return F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=c.pad_id)
-
-    losses = train_steps(
-        step_loss, optimizer, Stopping(max_steps=steps), clip_grad_norm=clip_grad_norm
-    )
-    model.eval()
-    return losses
-
-
-def _cycle(loader: Any):
-    """Endless passes over ``loader``, re-seeding its sampler each epoch."""
-    epoch = 0
-    while True:
-        sampler = getattr(loader, "batch_sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-        yield from loader
-        epoch += 1
-
-
-@torch.no_grad()
-def exact_match_by_length(
-    model: RNNSeq2Seq, pairs: list[tuple[list[int], list[int]]], *, batch_size: int = 256
-) -> dict[int, float]:
-    """Greedy-decode every source and return ``{source length: exact-match rate}``.
-
-    A prediction counts as correct when its tokens before ``<eos>`` equal the target.
-    """
-    from lecturekit.decoding import greedy
-
-    if not pairs:
-        raise ValueError("pairs must not be empty")
-    hits: dict[int, list[int]] = {}
-    for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start : start + batch_size]
-        src = nn.utils.rnn.pad_sequence(
-            [torch.tensor(s) for s, _ in chunk], batch_first=True, padding_value=model.pad_id
-        )
-        max_len = max(len(t) for _, t in chunk) + 2
-        tokens = greedy(model, src, max_len).tokens.tolist()
-        for row, (s, t) in zip(tokens, chunk, strict=True):
-            cut = row.index(model.eos_id) if model.eos_id in row else len(row)
-            hits.setdefault(len(s), []).append(int(row[:cut] == list(t)))
-    return {n: sum(h) / len(h) for n, h in sorted(hits.items())}

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from lecturekit._common import check_bool
-from lecturekit.chapters.capstone_input import check_k, read_pinyins
+from lecturekit.capstone.pinyin_input import check_k, read_pinyins
 from lecturekit.decoding import beam_search, greedy
 
 __all__ = [
@@ -144,7 +144,7 @@ class TransformerIME:
     allowed earlier, and nothing follows the last syllable's character): an input method knows
     the length of its answer; by default the model decides it (up to one per syllable: EOS may
     come earlier, and nothing follows the last syllable's character). Inputs are read by
-    :func:`~lecturekit.chapters.capstone_input.read_pinyins` (case, tone marks and numbers,
+    :func:`~lecturekit.capstone.pinyin_input.read_pinyins` (case, tone marks and numbers,
     ü are normalised; what is not a syllable the model knows is refused).
     """
 
