@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lecturekit.book.plotting import plot_token_distribution as plot_token_distribution
     from lecturekit.book.plotting import plot_training as plot_training
     from lecturekit.book.plotting import setup_fonts as setup_fonts
+    from lecturekit.book.plotting import setup_sharp_figures as setup_sharp_figures
     from lecturekit.book.widgets import DEFAULT_SAMPLING_SETTINGS as DEFAULT_SAMPLING_SETTINGS
     from lecturekit.book.widgets import attention_masks as attention_masks
     from lecturekit.book.widgets import explore_attention as explore_attention
