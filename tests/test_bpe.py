@@ -40,7 +40,6 @@ def test_training_segmentation_equals_encoding():
         assert bpe.encode_word(word) == symbols
 
 
-
 def recounting_merges(corpus: list[str], num_merges: int, min_count: int = 2) -> tuple:
     """The textbook loop: recount every pair of every word before each merge."""
     counts = Counter(word for text in corpus for word in pretokenize(text))
@@ -49,7 +48,7 @@ def recounting_merges(corpus: list[str], num_merges: int, min_count: int = 2) ->
     for _ in range(num_merges):
         pairs: Counter = Counter()
         for word, symbols in splits.items():
-            for pair in zip(symbols, symbols[1:]):
+            for pair in zip(symbols, symbols[1:], strict=False):
                 pairs[pair] += counts[word]
         if not pairs:
             break
