@@ -1,9 +1,10 @@
 import random
+from collections import Counter
 
 import pytest
 
 from lecturekit.data import BPE, UNK_ID
-from lecturekit.data.bpe import SPACE, pretokenize
+from lecturekit.data.bpe import SPACE, learn_merges, pretokenize
 
 CORPUS = ["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3
 
@@ -37,6 +38,64 @@ def test_training_segmentation_equals_encoding():
                     i += 1
             symbols = out
         assert bpe.encode_word(word) == symbols
+
+
+def recounting_merges(corpus: list[str], num_merges: int, min_count: int = 2) -> tuple:
+    """The textbook loop: recount every pair of every word before each merge."""
+    counts = Counter(word for text in corpus for word in pretokenize(text))
+    splits = {word: list(word) for word in counts}
+    merges, merge_counts = [], []
+    for _ in range(num_merges):
+        pairs: Counter = Counter()
+        for word, symbols in splits.items():
+            for pair in zip(symbols, symbols[1:], strict=False):
+                pairs[pair] += counts[word]
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        if pairs[best] < min_count:
+            break
+        merges.append(best)
+        merge_counts.append(pairs[best])
+        for word, symbols in splits.items():
+            out, i = [], 0
+            while i < len(symbols):
+                if symbols[i : i + 2] == list(best):
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            splits[word] = out
+    return merges, merge_counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_training_equals_recounting_every_pair(seed: int) -> None:
+    # runs of one letter ("aaaa") make overlapping pairs; "ab ab" repeats across words
+    rng = random.Random(seed)
+    letters = rng.choice(["ab ", "aab c", "abcde ", "aaaa b", "两万零一 a"])
+    corpus = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 12))) for _ in range(80)]
+    for num_merges, min_count in [(60, 2), (200, 1), (5, 3)]:
+        bpe = BPE.train(corpus, num_merges, min_count=min_count)
+        assert (bpe.merges, bpe.merge_counts) == recounting_merges(corpus, num_merges, min_count)
+
+
+def test_learn_merges_on_utf8_bytes_rebuilds_a_chinese_character():
+    # each byte shown as one character (U+0100 + byte): 的 is 3 bytes, two merges rebuild it
+    def as_bytes(text: str) -> str:
+        return "".join(chr(0x100 + b) for b in text.encode("utf-8"))
+
+    counts = Counter({as_bytes("的"): 5, as_bytes("目的"): 2, as_bytes("a"): 9})
+    merges, merge_counts = learn_merges(counts, num_merges=10)
+    assert "".join(merges[1]) == as_bytes("的") and merge_counts[:2] == [7, 7]
+    # then 目的 (3 more merges, each pair twice); after that every word is one symbol
+    assert "".join(merges[-1]) == as_bytes("目的") and merge_counts[2:] == [2, 2, 2]
+    assert learn_merges(counts, num_merges=10, min_count=3)[1] == [7, 7]
+    with pytest.raises(ValueError, match="num_merges"):
+        learn_merges(counts, num_merges=1.5)
+    with pytest.raises(TypeError, match="word_counts"):
+        learn_merges(["ab"], num_merges=1)
 
 
 def test_round_trip_on_arbitrary_text():

@@ -14,16 +14,17 @@ round-trips exactly::
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lecturekit._common import check_int, check_type
 from lecturekit.data.vocab import SPECIAL_TOKENS, UNK_ID
 
-__all__ = ["BPE", "pretokenize"]
+__all__ = ["BPE", "learn_merges", "pretokenize"]
 
 SPACE = "▁"  # U+2581, SentencePiece's marker for "a space came before this"
 
@@ -54,6 +55,66 @@ def _merge_pair(symbols: list[str], pair: tuple[str, str]) -> list[str]:
     return out
 
 
+def learn_merges(
+    word_counts: Mapping[str, int], num_merges: int, min_count: int = 2
+) -> tuple[list[tuple[str, str]], list[int]]:
+    """The merges learned from words already cut and counted, and each one's count.
+
+    ``word_counts`` maps a word to how often it occurs; merges never cross two words. This is
+    the loop of ``BPE.train`` (which cuts text at spaces with ``pretokenize``); call it
+    directly to cut text another way, e.g. into UTF-8 bytes shown as one character each.
+    The result is the same as recounting every pair of every word before each merge; only
+    the words that hold the merged pair are recounted, and a heap finds the most frequent
+    pair (ties: the pair that sorts first). A pair is pushed when its count grows; an entry
+    whose count has fallen since is pushed again with its new count when it reaches the top.
+    A merge costs time in proportion to the words it touches, not to the corpus.
+    Stops early when the best pair occurs fewer than ``min_count`` times.
+    """
+    if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
+        raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
+    check_int("min_count", min_count, 1)
+    check_type("word_counts", word_counts, Mapping, "a dict {word: count}")
+    splits = [list(word) for word in word_counts]
+    weights = list(word_counts.values())
+    pair_counts: Counter[tuple[str, str]] = Counter()
+    holders: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
+    for index, symbols in enumerate(splits):
+        for pair in zip(symbols, symbols[1:], strict=False):
+            pair_counts[pair] += weights[index]
+            holders[pair].add(index)
+    heap = [(-count, pair) for pair, count in pair_counts.items()]
+    heapq.heapify(heap)
+    merges: list[tuple[str, str]] = []
+    counts: list[int] = []
+    while len(merges) < num_merges:
+        while heap and pair_counts[heap[0][1]] != -heap[0][0]:
+            pair = heapq.heappop(heap)[1]  # stale: the pair's count has fallen since
+            if pair_counts[pair] > 0:
+                heapq.heappush(heap, (-pair_counts[pair], pair))
+        if not heap or -heap[0][0] < min_count:
+            break  # no pair left (every word is one symbol), or too rare a pair
+        best = heap[0][1]
+        merges.append(best)
+        counts.append(pair_counts[best])
+        merged = best[0] + best[1]
+        grown = set()
+        for index in holders.pop(best):
+            old, new = splits[index], _merge_pair(splits[index], best)
+            if len(new) == len(old):
+                continue  # the word lost this pair to an earlier merge
+            for pair in zip(old, old[1:], strict=False):
+                pair_counts[pair] -= weights[index]
+            for pair in zip(new, new[1:], strict=False):
+                pair_counts[pair] += weights[index]
+                if merged in pair:  # only pairs with the new symbol are new to the word
+                    holders[pair].add(index)
+                    grown.add(pair)
+            splits[index] = new
+        for pair in grown:
+            heapq.heappush(heap, (-pair_counts[pair], pair))
+    return merges, counts
+
+
 @dataclass
 class BPE:
     """A learned BPE model: the base alphabet and the merges in the order they were learned.
@@ -82,32 +143,14 @@ class BPE:
         the pair that sorts first, so training is deterministic. Stops early when the best
         pair occurs fewer than ``min_count`` times.
         """
-        if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
-            raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
-        check_int("min_count", min_count, 1)
         if isinstance(corpus, str):
             raise TypeError("corpus must be an iterable of texts, got a single str")
         check_type("corpus", corpus, Iterable, "an iterable of texts (e.g. a list of str)")
         word_counts = Counter(word for text in corpus for word in pretokenize(text))
         if not word_counts:
             raise ValueError("corpus is empty")
-        splits = {word: list(word) for word in word_counts}
         alphabet = sorted({ch for word in word_counts for ch in word})
-        merges, counts = [], []
-        for _ in range(num_merges):
-            pair_counts: Counter[tuple[str, str]] = Counter()
-            for word, count in word_counts.items():
-                symbols = splits[word]
-                for pair in zip(symbols, symbols[1:], strict=False):
-                    pair_counts[pair] += count
-            if not pair_counts:
-                break  # every word is a single symbol already
-            best = min(pair_counts, key=lambda p: (-pair_counts[p], p))
-            if pair_counts[best] < min_count:
-                break
-            merges.append(best)
-            counts.append(pair_counts[best])
-            splits = {word: _merge_pair(symbols, best) for word, symbols in splits.items()}
+        merges, counts = learn_merges(word_counts, num_merges, min_count)
         return cls(alphabet=alphabet, merges=merges, merge_counts=counts)
 
     def encode_word(self, word: str) -> list[str]:
