@@ -7,7 +7,9 @@ objects (``guard.plain``); then the checker verifies that the answer left no thr
 did not switch the watch off and replaced none of the checker's, torch's or numpy's functions
 (``guard.Snapshot``); only then is the expected result computed, from a fresh copy of the
 inputs, and compared. Each phase is announced (``running.phase``), so that a time-out says
-what did not finish.
+what did not finish. A case with a ``harness`` (``Case.harness``) runs the same way, with the
+function the harness builds from the answer in place of the answer, and from the reference in
+place of the reference.
 """
 
 from __future__ import annotations
