@@ -97,6 +97,49 @@ def test_wrong_values_report_expected_got_and_the_hint(sample_exercises, capsys)
     assert "期望 16，得到 12" in out and "💡 提示" in out
 
 
+def _on_scaled_input(double):  # a harness: the case calls what it builds from the answer
+    def run(x, times):
+        return double(x * times)
+
+    return run
+
+
+def test_a_case_with_a_harness_calls_what_the_harness_builds(capsys):
+    """``Case.harness``: the answer runs inside the harness, under the watch, and the expected
+    result is the harness around the reference (called with the reference's one argument,
+    the case's two would fail); the inputs are named by the harness's function."""
+    exercise = Exercise(
+        id="sample.harness",
+        chapter=99,
+        title="加倍",
+        prompt="写一个函数 double(x)，返回 2x。",
+        hint="乘以二。",
+        explanation="2 * x。",
+        kind="function",
+        returns=Array("float32", "与 x 相同"),
+        cases=lambda: [
+            Case(args=(torch.ones(2),), label="直接"),
+            Case(args=(torch.ones(2), 3.0), label="套在别的计算里", harness=_on_scaled_input),
+        ],
+        reference=lambda x: 2 * x,
+        forbidden=("torch.softmax",),
+    )
+    register(exercise)
+    try:
+        assert check("sample.harness", lambda x: x + x) is True
+        assert check("sample.harness", lambda x: x if x.shape == (2,) and x[0] == 1 else x) is False
+        out = capsys.readouterr().out
+        assert "第 1/2 个测试（直接）没有通过" in out
+        assert check("sample.harness", lambda x: 2 * x if x.max() < 2 else x) is False
+        out = capsys.readouterr().out
+        assert "第 2/2 个测试（套在别的计算里）没有通过" in out and "输入：x=" in out, out
+        assert "times=3.0" in out
+        assert check("sample.harness", lambda x: torch.softmax(x, 0) * 0 + 2 * x) is False
+        assert "不允许用它" in capsys.readouterr().out
+    finally:
+        exercises.unregister(exercise.id)
+
+
 def test_type_problems_name_the_type_not_the_formula(sample_exercises, capsys):
     """A right value in the wrong type says what type is needed; the hint (which would
     suggest the formula is wrong) is not printed."""

@@ -13,6 +13,7 @@ from _answer_tests import (  # noqa: F401
     test_every_exercise_has_solutions_and_mistakes,
     test_mistake_fails_for_its_reason,
 )
+from test_exercises_ch03_layer import LAYER_MISTAKES, LAYER_SOLUTIONS
 from torch import nn
 
 import lecturekit
@@ -723,6 +724,10 @@ MISTAKES = {
     ],
 }
 
+
+# the whole encoder layer's answers live beside its own tests
+SOLUTIONS["encoder.layer"] = LAYER_SOLUTIONS
+MISTAKES["encoder.layer"] = LAYER_MISTAKES
 
 # SOLUTIONS and MISTAKES cover every exercise of these chapters (tests/_answer_tests.py)
 CHAPTERS = (2, 3)

@@ -30,6 +30,7 @@ from lecturekit.exercises.ch02_attention import (
     reference_multi_head,
     reference_scaled_dot_product,
 )
+from lecturekit.exercises.ch03_layer import encoder_layer, reference_encoder_layer
 from lecturekit.lab.bugs import BUGS
 
 SOFTMAX, SDPA, MHA = (
@@ -38,7 +39,7 @@ SOFTMAX, SDPA, MHA = (
     "attention.multi_head",
 )
 NOAM, PARAMS, SHAPES = "training.noam_lr", "attention.mha_parameters", "decoder.attention_shapes"
-BUG = "lab.find_bug_1"
+BUG, LAYER = "lab.find_bug_1", "encoder.layer"
 # a real bug name, but not the one hidden in BUG
 _WRONG_BUG = next(name for name in sorted(BUGS) if name != get_exercise(BUG).reference)
 LIMIT = 2.0  # seconds per case in these checks (a loaded machine starts workers slowly)
@@ -431,6 +432,22 @@ def _fake_big(*args):
     return torch.zeros(1).expand(10**6, 10**6)
 
 
+def layer_calls_the_reference(x, padding_mask, weights, n_heads):
+    return reference_encoder_layer(x, padding_mask, weights, n_heads)
+
+
+def layer_edits_its_weights(x, padding_mask, weights, n_heads):  # γ doubled in place
+    weights["gamma1"].mul_(2)
+    return encoder_layer(x, padding_mask, weights, n_heads)
+
+
+def layer_replaces_the_training(x, padding_mask, weights, n_heads):  # "trains" to 100%
+    from lecturekit.exercises import ch03_layer
+
+    ch03_layer.train_reversal = lambda *args, **kwargs: 1.0
+    return encoder_layer(x, padding_mask, weights, n_heads)
+
+
 HOSTILE = [
     # (exercise, answer, fragment of the feedback); "fix" = refused wrongly or not at all before
     (SOFTMAX, steal_from_frames, "数值不对"),  # fix 45.5
@@ -469,6 +486,9 @@ HOSTILE = [
     (MHA, mha_by_chapter_attention, "reference_scaled_dot_product"),  # fix 45.6
     (MHA, mha_fast_path, "_native_multi_head_attention"),  # fix 45.6
     (MHA, mha_module_in_eval_mode, "multi_head_attention"),  # fix 45.6 (2 heads passed)
+    (LAYER, layer_calls_the_reference, "reference_encoder_layer"),
+    (LAYER, layer_edits_its_weights, "修改了输入参数 weights"),
+    (LAYER, layer_replaces_the_training, "ch03_layer.train_reversal"),
     (BUG, _AlwaysEqualName(_WRONG_BUG), "藏着的不是"),  # fix 45.3
     (BUG, _AlwaysEqualName("no_such_bug"), "不是已知的 bug 名字"),  # fix 45.3
     (BUG, "x" * 10_000_000, "共 10000000 个字符"),  # fix 45.8

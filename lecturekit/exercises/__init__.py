@@ -106,11 +106,18 @@ class CannotRun(Exception):
 
 @dataclass
 class Case:
-    """One hidden test input: ``answer(*args, **kwargs)`` is compared with the reference's."""
+    """One hidden test input: ``answer(*args, **kwargs)`` is compared with the reference's.
+
+    ``harness``, for a case that uses the answer as a part (a layer trained inside a small
+    model): called with the answer, it returns the function the case calls with ``args``
+    instead; the expected result is that of ``harness(reference)``. The whole harness runs
+    under the answer's time limit and forbidden-call watch.
+    """
 
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    harness: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
 
 @dataclass
@@ -133,7 +140,8 @@ class Exercise:
     - ``launch``: for an answer that is not called directly (a Triton kernel): takes the
       answer and returns the function run on each case, or raises ``CannotRun``.
     - ``model_answer``: dotted name of the solution ``solution`` prints when it is not
-      ``reference`` (a Triton kernel, whose module imports triton).
+      ``reference`` (a Triton kernel, whose module imports triton; a layer whose expected
+      results come from the package's own module, which the task forbids).
     """
 
     id: str

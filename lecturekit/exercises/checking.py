@@ -7,7 +7,9 @@ objects (``guard.plain``); then the checker verifies that the answer left no thr
 did not switch the watch off and replaced none of the checker's, torch's or numpy's functions
 (``guard.Snapshot``); only then is the expected result computed, from a fresh copy of the
 inputs, and compared. Each phase is announced (``running.phase``), so that a time-out says
-what did not finish.
+what did not finish. A case with a ``harness`` (``Case.harness``) runs the same way, with the
+function the harness builds from the answer in place of the answer, and from the reference in
+place of the reference.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from lecturekit.exercises import guard, running
 from lecturekit.exercises.specs import Items, Spec, clip, short
 
 if TYPE_CHECKING:
-    from lecturekit.exercises import Exercise
+    from lecturekit.exercises import Case, Exercise
 
 __all__ = ["check_function", "check_value", "died_message", "fail", "timeout_message"]
 
@@ -73,7 +75,7 @@ def check_function(
     for number, (case, inputs) in enumerate(zip(cases, frozen, strict=True), start=1):
         label = f"第 {number}/{len(cases)} 个测试" + (f"（{case.label}）" if case.label else "")
         step(label)
-        failure = _check_case(ex, answer, inputs, label, time_limit, first=number == 1)
+        failure = _check_case(ex, answer, case, inputs, label, time_limit, first=number == 1)
         if failure is not None:
             return fail(ex, *failure)
     print(f"✅ 通过！练习 {ex.id} 的 {len(cases)} 个测试全部正确。", file=running.feedback())
@@ -81,18 +83,28 @@ def check_function(
 
 
 def _check_case(
-    ex: Exercise, answer: Any, inputs: guard.Frozen, label: str, time_limit: float, *, first: bool
+    ex: Exercise,
+    answer: Any,
+    case: Case,
+    inputs: guard.Frozen,
+    label: str,
+    time_limit: float,
+    *,
+    first: bool,
 ) -> Failure | None:
     """None if ``answer`` passes the case, else (message, kind) for ``fail``."""
     args, kwargs = inputs.thaw()  # the answer's own copies
-    shown = f"\n  输入：{_describe_args(ex, *inputs.thaw())}"
+    # a case with a harness calls what the harness builds from the answer (and the reference)
+    called = answer if case.harness is None else case.harness(answer)
+    expecting = ex.reference if case.harness is None else case.harness(ex.reference)
+    shown = f"\n  输入：{_describe_args(expecting, *inputs.thaw())}"
     snapshot, threads = guard.Snapshot([*_guarded(ex), inputs]), guard.thread_ids()
     running.phase(CALLING)
     # the reference solution itself may call what the task forbids (and the tests pass it to
     # show that each exercise is solvable); any other answer may call neither
     itself = answer is ex.reference
     outcome = running.call(
-        answer,
+        called,
         args,
         kwargs,
         time_limit=time_limit,
@@ -110,7 +122,7 @@ def _check_case(
     if failure is not None:
         return failure
     running.phase("检查你的函数有没有修改输入")
-    edited = _edited_arguments(ex, *inputs.thaw(), args, kwargs)
+    edited = _edited_arguments(expecting, *inputs.thaw(), args, kwargs)
     if edited:
         return (
             f"{label}时你的函数修改了输入参数 {'、'.join(edited)}。题目要求不改动输入："
@@ -120,7 +132,7 @@ def _check_case(
         )
     running.phase("计算参考答案")
     reference_args, reference_kwargs = inputs.thaw()
-    expected = ex.reference(*reference_args, **reference_kwargs)
+    expected = expecting(*reference_args, **reference_kwargs)
     running.phase("比较你的结果")
     problem = ex.returns.compare(expected, value)
     if problem is not None:
@@ -284,10 +296,11 @@ def _parameter_names(function: Callable[..., Any]) -> list[str]:
 
 
 def _edited_arguments(
-    ex: Exercise, original: tuple, original_kwargs: dict, args: tuple, kwargs: dict
+    reference: Callable[..., Any], original: tuple, original_kwargs: dict, args: tuple, kwargs: dict
 ) -> list[str]:
-    """Names of the arguments the answer modified (compared with a fresh copy of the case)."""
-    names = _parameter_names(ex.reference)
+    """Names of the arguments the answer modified (compared with a fresh copy of the case);
+    ``reference`` is the function whose parameters name them."""
+    names = _parameter_names(reference)
     edited = [
         names[i] if i < len(names) else f"第 {i + 1} 个参数"
         for i, (before, after) in enumerate(zip(original, args, strict=True))
@@ -297,8 +310,8 @@ def _edited_arguments(
     return edited
 
 
-def _describe_args(ex: Exercise, args: tuple, kwargs: dict) -> str:
-    names = _parameter_names(ex.reference)
+def _describe_args(reference: Callable[..., Any], args: tuple, kwargs: dict) -> str:
+    names = _parameter_names(reference)
     parts = [f"{names[i]}={short(a)}" if i < len(names) else short(a) for i, a in enumerate(args)]
     parts += [f"{k}={short(v)}" for k, v in kwargs.items()]
     return ", ".join(parts) if parts else "（无参数）"
