@@ -8,6 +8,7 @@ import torch
 from matplotlib.figure import Figure
 
 from lecturekit.book import decoding_plots as D
+from lecturekit.book import figure_setup as FS
 from lecturekit.book import plotting as P
 
 
@@ -26,10 +27,10 @@ def _draw(fig):
 
 
 def test_cjk_font_registered_and_renders_without_missing_glyphs(no_warnings):
-    assert P.CJK_FONT_NAME == "Noto Sans CJK SC"
-    assert P.cjk_font_path().is_file()
-    assert P.CJK_FONT_NAME in matplotlib.rcParams["font.family"]
-    assert P.setup_fonts() == P.CJK_FONT_NAME  # idempotent
+    assert FS.CJK_FONT_NAME == "Noto Sans CJK SC"
+    assert FS.cjk_font_path().is_file()
+    assert FS.CJK_FONT_NAME in matplotlib.rcParams["font.family"]
+    assert FS.setup_fonts() == FS.CJK_FONT_NAME  # idempotent
     fig, ax = matplotlib.pyplot.subplots()
     ax.set_title("自注意力 (self-attention)：两万零四百八十一，二〇二一年")
     ax.set_xlabel("位置 −1 → 2")
@@ -207,7 +208,7 @@ def test_plot_beam_tree(no_warnings):
 
 
 def test_sharp_figures_only_in_a_kernel() -> None:
-    assert P.setup_sharp_figures() is False  # pytest is no IPython kernel
+    assert FS.setup_sharp_figures() is False  # pytest is no IPython kernel
 
 
 @pytest.mark.slow

@@ -3,11 +3,8 @@
 The decoding chapter's beam trees and error-by-position curves are in
 :mod:`lecturekit.book.decoding_plots`.
 
-Importing this module registers a CJK font so that Chinese labels render: Noto Sans CJK SC,
-shipped by the ``mplfonts`` package (a normal dependency, installed from PyPI; nothing is
-downloaded at run time). Latin text keeps matplotlib's default DejaVu Sans; characters that
-DejaVu lacks fall back to Noto Sans CJK SC (matplotlib >= 3.6 falls back glyph by glyph along
-``rcParams["font.family"]``).
+Importing this module sets figures up for the book (:mod:`lecturekit.book.figure_setup`: a
+CJK font for Chinese labels, 2x pixels in a notebook).
 
 Every helper returns the matplotlib ``Figure``. Figures made here are closed in pyplot right
 away, so a notebook shows each exactly once: when it is the cell's value or passed to
@@ -17,22 +14,16 @@ away, so a notebook shows each exactly once: when it is the cell's value or pass
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from lecturekit.book import figure_setup  # noqa: F401  (the CJK font; 2x pixels in a notebook)
+
 __all__ = [
-    "CJK_FONT_FILE",
-    "CJK_FONT_NAME",
-    "cjk_font_path",
-    "setup_fonts",
-    "setup_sharp_figures",
     "plot_attention",
     "plot_attention_heads",
     "plot_history",
@@ -41,64 +32,6 @@ __all__ = [
     "plot_mask",
     "plot_token_distribution",
 ]
-
-CJK_FONT_FILE = "NotoSansCJKsc-Regular.otf"
-
-
-def cjk_font_path() -> Path:
-    """Path of the CJK font file shipped by ``mplfonts``."""
-    import mplfonts
-
-    path = Path(mplfonts.__file__).parent / "fonts" / CJK_FONT_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{CJK_FONT_FILE} not found in the mplfonts package at {path.parent}; "
-            "reinstall it with `pip install --force-reinstall mplfonts`"
-        )
-    return path
-
-
-def setup_fonts() -> str:
-    """Register the CJK font with matplotlib and make it the fallback; returns its name.
-
-    Idempotent; called when this module is imported.
-    """
-    path = cjk_font_path()
-    if not any(Path(f.fname) == path for f in font_manager.fontManager.ttflist):
-        font_manager.fontManager.addfont(str(path))
-    name = font_manager.FontProperties(fname=str(path)).get_name()
-    # glyph-by-glyph fallback happens along font.family, not inside a generic family list
-    matplotlib.rcParams["font.family"] = ["DejaVu Sans", name]
-    sans = [f for f in matplotlib.rcParams["font.sans-serif"] if f != name]
-    matplotlib.rcParams["font.sans-serif"] = [name, *sans]
-    return name
-
-
-CJK_FONT_NAME = setup_fonts()
-
-
-def setup_sharp_figures() -> bool:
-    """In a notebook, show figures as PNG drawn at twice their pixel size ("retina").
-
-    The output records the figure's size on the page (half its pixels), so a figure keeps
-    its size but stays sharp on screens with 2 or 3 device pixels per CSS pixel (phones,
-    most laptops) and in the book's figure viewer. Returns whether it ran in an IPython
-    kernel (elsewhere it does nothing). Idempotent; called when this module is imported.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:  # matplotlib without IPython: no notebook to set up
-        return False
-    shell = get_ipython()
-    if shell is None or not hasattr(shell, "kernel"):
-        return False
-    from matplotlib_inline.backend_inline import set_matplotlib_formats
-
-    set_matplotlib_formats("retina")
-    return True
-
-
-setup_sharp_figures()
 
 
 # ---------------------------------------------------------------------------------------------

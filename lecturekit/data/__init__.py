@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from lecturekit.data.batching import make_loader as make_loader
     from lecturekit.data.batching import pad_sequences as pad_sequences
     from lecturekit.data.bpe import BPE as BPE
+    from lecturekit.data.bpe import learn_merges as learn_merges
     from lecturekit.data.bpe import pretokenize as pretokenize
     from lecturekit.data.pinyin import PinyinSplit as PinyinSplit
     from lecturekit.data.pinyin import Word as Word
