@@ -102,7 +102,7 @@ def _masked_softmax_cases() -> list[Case]:
     padded = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])[:, None, :]  # (B, 1, Tk)
     dead_rows = torch.ones(4, 4, dtype=torch.bool).triu(0)  # the diagonal masked too
     big = torch.tensor([[120.0, 0.0, 1.0], [0.0, 120.0, -3.0]])  # masked keys score highest
-    return [
+    cases = [
         Case(
             args=(scores_4, torch.tensor([False, False, False, True])),
             label="4 个符号的例子，遮住第 4 个键",
@@ -132,6 +132,14 @@ def _masked_softmax_cases() -> list[Case]:
             label="整句都是填充：每一行都全被遮住",
         ),
     ]
+    rng = random.Random(28)
+    for _ in range(3):  # random masks: some rows may end up fully masked
+        b, tq, tk = rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 6)
+        scores = torch.randn(b, tq, tk, generator=g) * rng.choice([1.0, 10.0])
+        mask = torch.rand(rng.choice([(b, tq, tk), (b, 1, tk), (tq, tk)]), generator=g) < 0.4
+        label = f"随机输入：scores {(b, tq, tk)}，mask {tuple(mask.shape)}"
+        cases.append(Case(args=(scores, mask), label=label))
+    return cases
 
 
 register(
@@ -150,7 +158,7 @@ register(
         hint=(
             "被遮住的键要在 softmax 之前就退出比赛，而且退出得彻底：什么数取指数以后恰好是 0？"
             "先 softmax 再把权重乘 0，和就不是 1 了。一行全被遮住时，分母里一项也不剩，"
-            "先想清楚要返回什么，再单独处理这些行（torch.nan_to_num 或 masked_fill 都行）。"
+            "先想清楚要返回什么，再把这些行单独改掉。"
         ),
         explanation=(
             "w = scores.masked_fill(mask, float('-inf')).softmax(dim=-1)：exp(-inf) = 0，被遮住的键"
