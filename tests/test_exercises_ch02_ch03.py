@@ -19,6 +19,7 @@ from torch import nn
 import lecturekit
 from lecturekit.exercises import check, get_exercise
 from lecturekit.exercises.ch02_attention import (
+    reference_masked_softmax,
     reference_merge_heads,
     reference_mha_parameters,
     reference_multi_head,
@@ -117,6 +118,21 @@ def test_scaled_dot_product_matches_torch():
     q, k, v = (torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64) for _ in range(3))
     expected = nn.functional.scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(reference_scaled_dot_product(q, k, v), expected)
+
+
+def test_masked_softmax_matches_lecturekit_attention_on_every_hidden_case():
+    """The reference's weights are those of the book's reference attention given the same
+    scores (queries ``scores * sqrt(Tk)`` against the identity keys) and the same mask."""
+    for case in get_exercise("attention.masked_softmax").cases():
+        scores, mask = (a.double() if a.is_floating_point() else a for a in case.args)
+        n_keys = scores.shape[-1]
+        keys = torch.eye(n_keys, dtype=torch.float64)
+        _, weights = lecturekit.scaled_dot_product_attention(
+            scores * math.sqrt(n_keys), keys, keys, attn_mask=mask
+        )
+        torch.testing.assert_close(
+            reference_masked_softmax(*case.args).double(), weights, msg=case.label
+        )
 
 
 def test_sinusoidal_encoding_matches_lecturekit_layer():
@@ -276,6 +292,52 @@ def sdpa_in_float64(q, k, v):
 
 def sdpa_transposes_2d_only(q, k, v):  # right for one matrix, an error for batched inputs
     return torch.softmax(q @ k.t() / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def msm_nan_to_num(scores, mask):
+    return torch.nan_to_num(scores.masked_fill(mask, float("-inf")).softmax(dim=-1), nan=0.0)
+
+
+def msm_by_hand(scores, mask):  # exp with the row maximum of the visible keys subtracted
+    visible = scores.masked_fill(mask, float("-inf"))
+    top = visible.amax(dim=-1, keepdim=True).nan_to_num(neginf=0.0)
+    e = torch.exp(visible - top)
+    total = e.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, e / total.clamp_min(1e-30), torch.zeros_like(e))
+
+
+def msm_plain_softmax(scores, mask):  # a row with every key masked: 0/0 = NaN
+    return scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
+
+
+def msm_large_negative(scores, mask):  # a fully masked row spreads its weight over the masked
+    return scores.masked_fill(mask, -1e9).softmax(dim=-1)
+
+
+def msm_after_softmax(scores, mask):  # the mask after the softmax: rows no longer sum to 1
+    return scores.softmax(dim=-1) * ~mask
+
+
+def msm_after_softmax_renormalised(scores, mask):  # right in exact arithmetic, not in float32
+    w = scores.softmax(dim=-1) * ~mask
+    return torch.nan_to_num(w / w.sum(dim=-1, keepdim=True), nan=0.0)
+
+
+def msm_keep_convention(scores, mask):  # True = "may attend", the opposite convention
+    return torch.nan_to_num(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1), nan=0.0)
+
+
+def msm_fill_zero(scores, mask):  # a score of 0 is not "excluded"
+    return scores.masked_fill(mask, 0.0).softmax(dim=-1).masked_fill(mask, 0.0)
+
+
+def msm_exp_without_max(scores, mask):  # exp of a large score overflows to inf
+    e = torch.exp(scores) * ~mask
+    return torch.nan_to_num(e / e.sum(dim=-1, keepdim=True), nan=0.0)
+
+
+def msm_in_place(scores, mask):  # writes -inf into the caller's scores
+    return torch.nan_to_num(scores.masked_fill_(mask, float("-inf")).softmax(dim=-1), nan=0.0)
 
 
 def pe_vectorised(length, d_model):
@@ -630,6 +692,7 @@ def pre_ln_final_norm(x, self_attention, ffn, norm1, norm2):  # normalises the b
 
 SOLUTIONS = {
     "attention.scaled_dot_product": [sdpa_matmul, sdpa_einsum_manual_softmax],
+    "attention.masked_softmax": [msm_nan_to_num, msm_by_hand],
     "attention.sinusoidal_encoding": [pe_vectorised, pe_loops_numpy],
     "attention.mha_parameters": [mha_formula, mha_count_module],
     "encoder.layernorm": [ln_by_hand, ln_var_rsqrt],
@@ -651,6 +714,16 @@ MISTAKES = {
         (sdpa_calls_torch, "不允许用它"),
         (sdpa_in_float64, "dtype 不对"),
         (sdpa_transposes_2d_only, "出错"),
+    ],
+    "attention.masked_softmax": [
+        (msm_plain_softmax, "得到 nan"),
+        (msm_large_negative, "第 1 行的键全被遮住"),
+        (msm_after_softmax, "遮住第 4 个键"),
+        (msm_after_softmax_renormalised, "被遮住的键分数最大"),
+        (msm_keep_convention, "数值不对"),
+        (msm_fill_zero, "数值不对"),
+        (msm_exp_without_max, "被遮住的键分数最大"),
+        (msm_in_place, "修改了输入参数"),
     ],
     "attention.sinusoidal_encoding": [
         (pe_sin_cos_swapped, "数值不对"),

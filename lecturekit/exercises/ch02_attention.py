@@ -1,6 +1,6 @@
-"""Chapter 2 (attention) exercises: scaled dot-product attention, the sinusoidal positional
-encoding, the parameter count of multi-head attention, splitting/merging heads, and the whole
-multi-head attention layer assembled from those pieces."""
+"""Chapter 2 (attention) exercises: scaled dot-product attention, the masked softmax, the
+sinusoidal positional encoding, the parameter count of multi-head attention, splitting/merging
+heads, and the whole multi-head attention layer assembled from those pieces."""
 
 from __future__ import annotations
 
@@ -76,6 +76,100 @@ register(
             "torch.nn.functional.multi_head_attention_forward",
             "lecturekit.scaled_dot_product_attention",
         ),
+    )
+)
+
+# --------------------------------------------------------------------------------------
+# attention.masked_softmax
+# --------------------------------------------------------------------------------------
+
+
+def reference_masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis of ``scores`` ``(..., Tq, Tk)`` with the keys where ``mask``
+    (bool, True = masked out, broadcastable to ``scores``) is True excluded; a row whose keys
+    are all masked gets zeros. Returns weights of the shape of ``scores``."""
+    masked = mask.expand(scores.shape)  # (..., Tq, Tk)
+    dead = masked.all(dim=-1, keepdim=True)  # (..., Tq, 1): rows that may see nothing
+    filled = scores.masked_fill(masked, float("-inf")).masked_fill(dead, 0.0)  # no 0/0 row
+    return filled.softmax(dim=-1).masked_fill(masked, 0.0)
+
+
+def _masked_softmax_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(27)
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    scores_4 = x @ x.T / math.sqrt(2)  # the chapter's 4-symbol example
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)  # query i sees keys j <= i
+    padded = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])[:, None, :]  # (B, 1, Tk)
+    dead_rows = torch.ones(4, 4, dtype=torch.bool).triu(0)  # the diagonal masked too
+    big = torch.tensor([[120.0, 0.0, 1.0], [0.0, 120.0, -3.0]])  # masked keys score highest
+    cases = [
+        Case(
+            args=(scores_4, torch.tensor([False, False, False, True])),
+            label="4 个符号的例子，遮住第 4 个键",
+        ),
+        Case(
+            args=(torch.randn(2, 5, 5, generator=g), causal),
+            label="因果掩码 (Tq, Tk)，分数有批维度",
+        ),
+        Case(
+            args=(torch.randn(2, 3, 4, 6, generator=g), padded[:, None]),
+            label="填充掩码 (B, 1, 1, Tk)，分数 (B, H, Tq, Tk)",
+        ),
+        Case(
+            args=(torch.randn(4, 4, generator=g), dead_rows),
+            label="连对角线也遮住：第 1 行的键全被遮住",
+        ),
+        Case(
+            args=(big, torch.tensor([[True, False, False], [False, True, False]])),
+            label="被遮住的键分数最大 (120)",
+        ),
+        Case(
+            args=(torch.randn(3, 5, generator=g) * 40, torch.zeros(3, 5, dtype=torch.bool)),
+            label="没有键被遮住，分数很大（标准差 40）",
+        ),
+        Case(
+            args=(torch.randn(2, 2, 3, generator=g), torch.ones(2, 1, 3, dtype=torch.bool)),
+            label="整句都是填充：每一行都全被遮住",
+        ),
+    ]
+    rng = random.Random(28)
+    for _ in range(3):  # random masks: some rows may end up fully masked
+        b, tq, tk = rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 6)
+        scores = torch.randn(b, tq, tk, generator=g) * rng.choice([1.0, 10.0])
+        mask = torch.rand(rng.choice([(b, tq, tk), (b, 1, tk), (tq, tk)]), generator=g) < 0.4
+        label = f"随机输入：scores {(b, tq, tk)}，mask {tuple(mask.shape)}"
+        cases.append(Case(args=(scores, mask), label=label))
+    return cases
+
+
+register(
+    Exercise(
+        id="attention.masked_softmax",
+        chapter=2,
+        title="带掩码的 softmax (masked softmax)",
+        prompt=(
+            "写函数 masked_softmax(scores, mask)：scores 是注意力分数，形状 (..., Tq, Tk)，float32；"
+            "mask 是布尔张量，True 表示这个键不许看（本书和 torch.nn.MultiheadAttention 的约定），形状可以比 scores "
+            "少几维或有长度为 1 的维，按广播规则扩展到 scores 的形状（例如因果掩码 (Tq, Tk)、"
+            "填充掩码 (B, 1, 1, Tk)）。\n"
+            "返回沿最后一维的 softmax 权重：被遮住的键权重恰好为 0，其余的键和为 1；"
+            "一行的键全被遮住时，这一行返回全 0（不是 NaN）。分数可能很大（上百）。"
+        ),
+        hint=(
+            "被遮住的键要在 softmax 之前就退出比赛，而且退出得彻底：什么数取指数以后恰好是 0？"
+            "先 softmax 再把权重乘 0，和就不是 1 了。一行全被遮住时，分母里一项也不剩，"
+            "先想清楚要返回什么，再把这些行单独改掉。"
+        ),
+        explanation=(
+            "w = scores.masked_fill(mask, float('-inf')).softmax(dim=-1)：exp(-inf) = 0，被遮住的键"
+            "权重恰好为 0，结果等于只在其余的键上做 softmax；全被遮住的行是 0/0 = NaN，"
+            "用 torch.nan_to_num(w, nan=0.0)（或先找出这些行再 masked_fill）改成 0。"
+            "用 -1e9 代替 -inf 时，全被遮住的行会把权重平均分给被遮住的键。"
+        ),
+        kind="function",
+        returns=Array("float32", "与 scores 相同"),
+        cases=_masked_softmax_cases,
+        reference=reference_masked_softmax,
     )
 )
 
