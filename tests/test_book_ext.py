@@ -161,7 +161,7 @@ def test_theme_words_are_simplified_chinese() -> None:
     assert "Toggle" not in theme_zh.translate_labels(html)
 
 
-def test_the_pdf_link_is_text_without_the_pdf_and_a_link_with_it(tmp_path: Path) -> None:
+def test_the_pdf_link_is_hidden_without_the_pdf_and_a_link_with_it(tmp_path: Path) -> None:
     import downloads
 
     page = tmp_path / "book" / "intro.html"
@@ -171,7 +171,7 @@ def test_the_pdf_link_is_text_without_the_pdf_and_a_link_with_it(tmp_path: Path)
     page.write_text(f"<p>{link} · {paper}</p>", encoding="utf-8")
     assert downloads.link_pdf(tmp_path, "course.pdf") == [page]
     html = page.read_text(encoding="utf-8")
-    assert link not in html and paper in html and "整本书的 PDF</span>" in html
+    assert link not in html and paper in html and "hidden>整本书的 PDF</span>" in html
     assert downloads.link_pdf(tmp_path, "course.pdf") == []  # nothing left to unlink
     (tmp_path / "course.pdf").write_bytes(b"%PDF-1.7")
     assert downloads.link_pdf(tmp_path, "course.pdf") == [page]

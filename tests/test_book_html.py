@@ -596,3 +596,17 @@ def test_glossary_first_uses_link_their_pages() -> None:
         target = (page.parent / link["href"].split("#")[0]).resolve()
         assert target.is_file(), link["href"]
         assert chapter_docname(entry.chapter, [target.relative_to(HTML).with_suffix("").as_posix()])
+
+
+def test_intro_names_the_pdf_only_when_it_is_there() -> None:
+    """The intro links the PDF when the build has it; otherwise the link and its "·" are hidden
+    (no developer instruction such as "make pdf" is shown to a reader)."""
+    import downloads
+
+    intro = (HTML / "book" / "intro.html").read_text(encoding="utf-8")
+    name = downloads.pdf_name(ROOT)
+    assert "make pdf" not in intro
+    if (HTML / name).is_file():
+        assert f'<a href="../{name}">' in intro
+    else:
+        assert f'<span class="lk-no-pdf" data-href="../{name}" hidden>' in intro

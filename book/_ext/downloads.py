@@ -4,8 +4,9 @@ When the HTML build finishes, this writes ``notebooks.zip`` (every ``notebooks/*
 their outputs) at the root of the built site and copies the PDF there if ``make pdf`` has
 printed it (``_build/pdf/<repository>.pdf``; ``make pdf`` also copies it after printing).
 The intro links both with plain HTML, so that a PDF not printed yet is no build warning; in a
-book built without the PDF its link is turned into plain text (``link_pdf``), so that nothing
-dangles, and ``make pdf`` turns it back into a link when it copies the PDF
+book built without the PDF its link is turned into a hidden span (``link_pdf``), so that
+nothing dangles and a reader is not told about a PDF that is not there (book.css hides the
+"·" before it too), and ``make pdf`` turns it back into a link when it copies the PDF
 (``python book/_ext/downloads.py _build/html``).
 """
 
@@ -21,7 +22,6 @@ import yaml
 from sphinx.application import Sphinx
 
 ZIP_NAME = "notebooks.zip"
-NO_PDF = "这个网页版构建时还没有生成 PDF：运行 make pdf"
 
 
 def pdf_name(srcdir: Path) -> str:
@@ -46,20 +46,20 @@ def write_downloads(srcdir: Path, outdir: Path) -> list[Path]:
 
 def link_pdf(outdir: Path, name: str) -> list[Path]:
     """Make the pages of ``outdir`` link the book's PDF ``name`` (a relative link, as the
-    intro writes it) exactly when ``outdir/name`` is there: without it the link becomes plain
-    text (a ``span.lk-no-pdf`` keeping the address), and such text becomes a link again once
+    intro writes it) exactly when ``outdir/name`` is there: without it the link becomes a
+    hidden ``span.lk-no-pdf`` keeping the address, and such a span becomes a link again once
     the PDF is copied. Other links, to the slides' or the paper's PDFs, are left alone.
     Returns the pages rewritten."""
     present = (outdir / name).is_file()
     href = rf"(?P<href>(?:\.\./)*{re.escape(name)})"
     linked = re.compile(rf'<a href="{href}">(?P<text>[^<]*)</a>')
     unlinked = re.compile(
-        rf'<span class="lk-no-pdf" data-href="{href}" title="[^"]*">(?P<text>[^<]*)</span>'
+        rf'<span class="lk-no-pdf" data-href="{href}" hidden>(?P<text>[^<]*)</span>'
     )
 
     def unlink(match: re.Match[str]) -> str:
         return (
-            f'<span class="lk-no-pdf" data-href="{match["href"]}" title="{NO_PDF}">'
+            f'<span class="lk-no-pdf" data-href="{match["href"]}" hidden>'
             f"{match['text']}</span>"
         )
 
