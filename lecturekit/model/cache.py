@@ -261,19 +261,12 @@ class KVCache:
         ``index`` (two device-to-host copies): beam search built it from its own beams.
         """
         if validate:
-            self._check_reorder_index(index)
+            self._check_index(index, one_per_row=True)
         for layer in self.layers:
             layer.reorder_(index, within_sources=within_sources)
 
-    def _check_reorder_index(self, index: Tensor) -> None:
-        self._check_index(index)
-        if index.numel() != self.batch_size:
-            raise ValueError(
-                f"index must have shape (B,)=({self.batch_size},) to reorder in place, "
-                f"got {tuple(index.shape)}"
-            )
-
-    def _check_index(self, index: Tensor) -> None:
+    def _check_index(self, index: Tensor, *, one_per_row: bool = False) -> None:
+        """``index``: a 1-d integer tensor of rows of this cache (one per row: ``(B,)``)."""
         if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32):
             raise TypeError(
                 f"index must be an integer (long) tensor, got "
@@ -285,6 +278,11 @@ class KVCache:
             raise ValueError(
                 f"index values must be in [0, {self.batch_size}), got "
                 f"min {int(index.min())}, max {int(index.max())}"
+            )
+        if one_per_row and index.numel() != self.batch_size:
+            raise ValueError(
+                f"index must have shape (B,)=({self.batch_size},) to reorder in place, "
+                f"got {tuple(index.shape)}"
             )
 
     def __repr__(self) -> str:
