@@ -260,10 +260,7 @@ def test_triton_backend_without_a_gpu_computes_with_pytorch(monkeypatch):
     x = torch.randn(1, 3, 8)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            out = module(x, x, x, is_causal=True)[0]
-        except (ValueError, ModuleNotFoundError) as error:  # kernels without their fallback
-            pytest.skip(f"kernels.attention does not fall back to PyTorch here: {error}")
+        out = module(x, x, x, is_causal=True)[0]  # a kernel without its fallback fails here
         module(x, x, x)
     assert len(caught) == 1
     module.backend = "math"

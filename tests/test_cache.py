@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from lecturekit import KVCache
+from lecturekit.model.cache import decode_cached
 
 
 def make_model(make_tiny_model, **overrides):
@@ -221,38 +222,43 @@ def test_unvalidated_step_equals_validated_step(make_tiny_model):
             assert torch.equal(a, b)
 
 
-def test_one_step_counter_whoever_drives_the_decoder(make_tiny_model):
-    """The steps are counted once, by the layers: calling the decoder directly with the
-    cache's layers advances ``len(cache)`` as ``decode_step`` does."""
-    model = make_model(make_tiny_model)
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decode_cached_feeds_several_positions_and_advances_every_layer(
+    norm_first, make_tiny_model
+):
+    """``decode_cached`` takes any number of new positions (causal, lower right) and writes
+    them into every layer's cache in the one call: the layers never fall out of step."""
+    model = make_model(make_tiny_model, norm_first=norm_first)
     src, tgt = data()
     with torch.no_grad():
+        full = model(src, tgt)
         cache = model.init_cache(model.encode(src), memory_key_padding_mask=src == 0)
         model.decode_step(tgt[:, 0], cache)
-        x = model.tgt_positions(model.tgt_embedding(tgt[:, 1:3]) * 4.0, offset=1)  # 2 steps
-        model.decoder(x, None, cache=cache.layers)
-        assert len(cache) == cache.steps == 3
-        assert all(layer.length == 3 for layer in cache.layers)
-        assert repr(cache) == "KVCache(layers=2, batch=3, steps=3)"
+        x = model.tgt_positions(model.tgt_embedding(tgt[:, 1:4]) * 4.0, offset=1)  # 3 steps
+        out = decode_cached(model.decoder, x, cache)  # (B, 3, D)
+        torch.testing.assert_close(model.output_proj(out), full[:, 1:4], atol=1e-5, rtol=0)
+        assert len(cache) == cache.steps == 4
+        assert all(layer.length == 4 for layer in cache.layers)
+        assert repr(cache) == "KVCache(layers=2, batch=3, steps=4)"
 
 
-@pytest.mark.parametrize(
-    "mask", ["tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask"]
-)
-def test_cache_refuses_a_mask_it_would_ignore(mask, make_tiny_model):
-    """With a cache the decoder gets only the new positions: causality and the memory's
-    padding come from the cache, so another mask (which it could not apply) is an error."""
+def test_decode_cached_refuses_bad_input_before_writing(make_tiny_model):
     model = make_model(make_tiny_model)
     src, tgt = data()
-    shapes = dict(tgt_mask=(1, 1), memory_mask=(1, 5))
-    given = torch.ones(shapes.get(mask, (3, 5 if mask.startswith("memory") else 1)), dtype=bool)
     with torch.no_grad():
         cache = model.init_cache(model.encode(src))
         x = model.tgt_embedding(tgt[:, :1])  # (B, 1, D)
-        with pytest.raises(ValueError, match=rf"{mask} must be None with a KV cache"):
-            model.decoder(x, None, **{mask: given}, cache=cache.layers)
-        with pytest.raises(ValueError, match="memory must be None with a KV cache"):
-            model.decoder.layers[0](x, model.encode(src), cache=cache[0])
+        with pytest.raises(TypeError, match="cache must be a KVCache"):
+            decode_cached(model.decoder, x, cache.layers)
+        with pytest.raises(ValueError, match=r"x must have shape \(B, T_new, D\)=\(3, "):
+            decode_cached(model.decoder, x[:2], cache)
+        with pytest.raises(ValueError, match=r"x must have shape"):
+            decode_cached(model.decoder, x[:, :0], cache)
+        with pytest.raises(TypeError, match="x must be a float tensor"):
+            decode_cached(model.decoder, tgt[:, :1], cache)
+        other = make_model(make_tiny_model, n_decoder_layers=1)
+        with pytest.raises(ValueError, match="cache must come from this model's init_cache"):
+            decode_cached(other.decoder, x, cache)
     assert len(cache) == 0  # refused before anything was written
 
 

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from lecturekit.model.attention import MultiHeadAttention, scaled_dot_product_attention
-from lecturekit.model.cache import LayerKVCache
+from lecturekit.model.cache import KVCache, decode_cached
 from lecturekit.model.config import LayerConfig, TransformerConfig
-from lecturekit.model.layers import Decoder, DecoderLayer, EncoderLayer
+from lecturekit.model.layers import Decoder, EncoderLayer
 from lecturekit.model.masks import causal_mask, merge_masks, prepare_mask
 from lecturekit.model.transformer import Transformer
 
@@ -69,14 +69,12 @@ def test_multi_head_attention_is_causal_matches_the_function(tq, tk, backend) ->
 def test_cached_decoding_with_several_new_queries_is_lower_right() -> None:
     """Feeding 2 new positions after 3 cached ones equals the full causal pass."""
     torch.manual_seed(0)
-    layer = DecoderLayer(LayerConfig(16, 2, 32, dropout=0.0)).eval()
+    decoder = Decoder(LayerConfig(16, 2, 32, dropout=0.0), 1).eval()
     tgt, memory = torch.randn(2, 5, 16), torch.randn(2, 4, 16)
-    full = layer(tgt, memory, tgt_is_causal=True)
-    cross_k, cross_v = layer.cross_attn.project_kv(memory)
-    empty = memory.new_zeros(2, 2, 0, 8)
-    cache = LayerKVCache(empty, empty, cross_k, cross_v)
-    first = layer(tgt[:, :3], None, cache=cache)
-    second = layer(tgt[:, 3:], None, cache=cache)
+    full = decoder(tgt, memory, tgt_is_causal=True)
+    cache = KVCache.start([decoder.layers[0].cross_attn], memory, capacity=1)
+    first = decode_cached(decoder, tgt[:, :3], cache)
+    second = decode_cached(decoder, tgt[:, 3:], cache)
     torch.testing.assert_close(torch.cat([first, second], dim=1), full, atol=1e-6, rtol=1e-5)
 
 

@@ -123,7 +123,7 @@ def test_mask_picture_shows_the_three_masks(make_tiny_model):
 def test_plant_restores_every_attribute_even_after_an_exception(name):
     watched = [
         (attention, "ATTENTION_FUNCTIONS"), (attention, "_attention_steps"),
-        (attention, "torch"), (attention, "causal_mask"), (masks, "causal_mask"),
+        (attention, "torch"), (attention, "_causal_mask"), (masks, "_causal_mask"),
         (layers, "LAYER_NORM_FUNCTIONS"), (layers.Decoder, "forward"),
         (layers.DecoderLayer, "_add_and_norm"), (layers.SinusoidalPositionalEncoding, "forward"),
         (batching, "collate"), (loop, "label_smoothed_nll"), (loop, "learning_rate"),

@@ -95,9 +95,15 @@ def beam_step(
             f"log_probs must be (B, k, V) and scores (B, k), got log_probs "
             f"{tuple(log_probs.shape)} and scores {tuple(scores.shape)}"
         )
-    batch, k, vocab = log_probs.shape
+    _, k, vocab = log_probs.shape
     n = k if n is None else n
     check_int("n", n, 1, k * vocab)
+    return _beam_step(scores, log_probs, n)
+
+
+def _beam_step(scores: Tensor, log_probs: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`beam_step` of checked arguments (beam search's own, at every step)."""
+    batch, k, vocab = log_probs.shape
     candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, k*V)
     top_scores, flat = stable_topk(candidates, n)  # (B, n)
     return top_scores, flat // vocab, flat % vocab
@@ -153,7 +159,7 @@ def _advance(
     """
     batch, k, vocab = log_probs.shape
     # 2k candidates: up to k of them may end in EOS and leave the beam
-    top_scores, top_beams, top_tokens = beam_step(beams.scores, log_probs, min(2 * k, k * vocab))
+    top_scores, top_beams, top_tokens = _beam_step(beams.scores, log_probs, min(2 * k, k * vocab))
     # what the per-candidate loop of a plain implementation does, for all sources at once:
     # take candidates best first, an EOS one as finished, until k open ones are taken
     is_eos = top_tokens == eos_id

@@ -120,8 +120,11 @@ class TransformerDecoder:
             logits = self.model.decode_step(tokens, state.cache, validate=False)
             return torch.log_softmax(logits.float(), dim=-1), state
         prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
-        logits = self.model.decode(
-            prefix, state.memory, memory_key_padding_mask=state.memory_key_padding_mask
+        logits = self.model.decode(  # checked by start: the prefix holds the chosen ids
+            prefix,
+            state.memory,
+            memory_key_padding_mask=state.memory_key_padding_mask,
+            validate=False,
         )  # (N, t+1, V)
         state = _PrefixState(state.memory, state.memory_key_padding_mask, prefix)
         return torch.log_softmax(logits[:, -1].float(), dim=-1), state
@@ -143,7 +146,8 @@ class TransformerDecoder:
         cross-attention part (:meth:`lecturekit.model.cache.KVCache.reorder_`)."""
         if not isinstance(state, _CachedState):
             return self.select(state, index)
-        state.cache.reorder_(index, within_sources=True)
+        # the index comes from the search (beam_search), not from a user: not checked again
+        state.cache.reorder_(index, within_sources=True, validate=False)
         return state
 
 

@@ -70,8 +70,7 @@ def _no_causal_mask() -> list[Patch]:
     original = layers.Decoder.forward
 
     def forward(self: Any, tgt: Tensor, memory: Any, **kwargs: Any) -> Tensor:
-        if kwargs.get("cache") is None:  # the cache applies causality itself
-            kwargs["tgt_is_causal"], kwargs["tgt_mask"] = False, None
+        kwargs["tgt_is_causal"], kwargs["tgt_mask"] = False, None
         return original(self, tgt, memory, **kwargs)
 
     return [(layers.Decoder, "forward", forward)]
@@ -99,14 +98,16 @@ def _math_only(bug: str) -> Patch:
 
 
 def _inverted_causal_mask() -> list[Patch]:
-    original = masks.causal_mask
+    # causal_mask checks its sizes, then builds the mask with _causal_mask, which the
+    # model's attention calls directly (on sizes it has checked)
+    original = masks._causal_mask
 
     def causal_mask(*args: Any, **kwargs: Any) -> Tensor:
         return ~original(*args, **kwargs)  # True read as "keep"
 
     return [
-        (masks, "causal_mask", causal_mask),
-        (attention, "causal_mask", causal_mask),
+        (masks, "_causal_mask", causal_mask),
+        (attention, "_causal_mask", causal_mask),
         _math_only("causal_mask_inverted"),
     ]
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from lecturekit.model.cache import KVCache as KVCache
     from lecturekit.model.cache import LayerKVCache as LayerKVCache
+    from lecturekit.model.cache import decode_cached as decode_cached
     from lecturekit.model.config import ACTIVATIONS as ACTIVATIONS
     from lecturekit.model.config import ATTENTION_BACKENDS as ATTENTION_BACKENDS
     from lecturekit.model.config import LAYERNORM_BACKENDS as LAYERNORM_BACKENDS

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from lecturekit._common import (
     check_attn_mask,
+    check_choice,
     check_key_padding_mask,
     check_mask_or_causal,
     check_mask_values,
@@ -31,7 +32,7 @@ from lecturekit._common import (
     warn_once,
 )
 from lecturekit.model.config import ATTENTION_BACKENDS, check_heads
-from lecturekit.model.masks import causal_mask, prepare_mask, to_additive
+from lecturekit.model.masks import _causal_mask, _prepare_mask, to_additive
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "ATTENTION_FUNCTIONS"]
 
@@ -86,7 +87,7 @@ def _attention_steps(
     # 2. the mask: a masked score becomes -inf, so its weight after the softmax is exactly 0
     if is_causal:  # top-left: query i sees keys j <= i (lecturekit.model.masks)
         tq, tk = scores.shape[-2:]
-        attn_mask = causal_mask(tq, tk, device=scores.device)
+        attn_mask = _causal_mask(tq, tk, device=scores.device)
     if attn_mask is not None:
         scores = scores + to_additive(attn_mask, scores.dtype)
     # 3. softmax over the keys; rows with every key masked get zeros instead of 0/0 = NaN
@@ -113,14 +114,8 @@ def _merged_mask(
     if prepared_mask is not None:
         return prepared_mask
     batch, heads, tq, _ = q.shape
-    return prepare_mask(
-        (batch, heads, tq, k.size(2)),
-        q.dtype,
-        q.device,
-        attn_mask=attn_mask,
-        key_padding_mask=key_padding_mask,
-        is_causal=is_causal,
-    )
+    shape = (batch, heads, tq, k.size(2))
+    return _prepare_mask(shape, q.dtype, q.device, attn_mask, key_padding_mask, is_causal)
 
 
 def _attend_math(
@@ -226,16 +221,26 @@ class MultiHeadAttention(nn.Module):
     then it is per head ``(B, H, Tq, Tk)`` (or averaged ``(B, Tq, Tk)`` with
     ``average_attn_weights=True``). ``backend`` names an entry of ``ATTENTION_FUNCTIONS``;
     ``self.backend`` may be changed at any time.
+
+    Checked at the door: the constructor checks its arguments and ``forward`` its input,
+    unless ``validate=False`` says the caller has (the layers build their attention from a
+    ``LayerConfig``, which validated itself, and pass on input the model has checked).
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, dropout: float = 0.0, backend: str = "math"
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        backend: str = "math",
+        *,
+        validate: bool = True,
     ) -> None:
         super().__init__()
-        check_heads(d_model, n_heads)
-        check_number("dropout", dropout, 0.0, 1.0, exclusive=("maximum",))
-        if backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
+        if validate:
+            check_heads(d_model, n_heads)
+            check_number("dropout", dropout, 0.0, 1.0, exclusive=("maximum",))
+            check_choice("backend", backend, ATTENTION_BACKENDS)
         self.d_model = d_model
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
@@ -328,6 +333,7 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         average_attn_weights: bool = False,
+        validate: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """query ``(B, Tq, D)``, key/value ``(B, Tk, D)`` -> ``(B, Tq, D)``, weights or None.
 
@@ -335,8 +341,10 @@ class MultiHeadAttention(nn.Module):
         ``(Tq, Tk)`` or ``(B*H, Tq, Tk)``, ``key_padding_mask (B, Tk)``; bool True = not
         allowed, float = added. ``is_causal=True`` applies the causal mask (top-left, see
         :func:`lecturekit.model.masks.causal_mask`) and may not come with an ``attn_mask``.
+        ``validate=False`` skips the checks of the input (the caller has checked it).
         """
-        self._check_inputs(query, key, value, attn_mask, key_padding_mask, is_causal)
+        if validate:
+            self._check_inputs(query, key, value, attn_mask, key_padding_mask, is_causal)
         if query is key and key is value:  # self attention: one fused projection
             q, k, v = self.project_qkv(query)
         else:

@@ -15,27 +15,28 @@ place. Growing a tensor by ``torch.cat`` at every step would copy the whole past
 (quadratic copying over a sequence); a buffer that runs full doubles its capacity, so even a
 decode longer than planned copies each entry only a constant number of times on average.
 
-The cached attention itself is here too (``LayerKVCache.self_attention`` and
-``cross_attention``), so ``DecoderLayer`` reads as the plain layer of the slides.
-``Transformer.init_cache`` builds a cache (``KVCache.start``) and ``Transformer.decode_step``
-writes into it. The number of decoded steps is counted once, by the layers' ``length``.
+The cached decoding step is here too (:func:`decode_cached`): it runs each decoder layer's
+sub-layers with self and cross attention over the cache, so ``DecoderLayer`` reads as the
+plain layer of the slides. ``Transformer.init_cache`` builds a cache (``KVCache.start``) and
+``Transformer.decode_step`` calls ``decode_cached``, the one place that writes into it: every
+layer's cache advances by the same number of positions in the same call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import cast
 
 import torch
 from torch import Tensor
 
-from lecturekit.model.masks import causal_mask, prepare_mask
+from lecturekit._common import check_type
+from lecturekit.model.attention import MultiHeadAttention
+from lecturekit.model.layers import Decoder, DecoderLayer
+from lecturekit.model.masks import _causal_mask, _prepare_mask
 
-if TYPE_CHECKING:  # annotations only: the cache calls the attention it is given
-    from lecturekit.model.attention import MultiHeadAttention
-
-__all__ = ["LayerKVCache", "KVCache"]
+__all__ = ["LayerKVCache", "KVCache", "decode_cached"]
 
 # (additive mask (B, 1, 1, S), fully masked rows (B, 1, 1, 1) or None), from prepare_mask
 CrossMask = tuple[Tensor | None, Tensor | None]
@@ -87,64 +88,6 @@ class LayerKVCache:
             memory_key_padding_mask=memory_key_padding_mask,
         )
 
-    # -- the cached attention of DecoderLayer ------------------------------------------------
-    def self_attention(
-        self, attention: MultiHeadAttention, x: Tensor, *, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Masked self attention of the new positions ``x (B, T_new, D)`` over every position
-        so far: their keys/values are appended, then the queries attend; ``(B, T_new, D)``."""
-        q, k, v = attention.project_qkv(x)  # each (B, H, T_new, Dh)
-        k, v = self.append(k, v)  # (B, H, T_past + T_new, Dh)
-        # the new queries are the last positions: causal aligned lower-right (a single new
-        # query sees every cached key, so it needs no mask at all)
-        new, total = q.size(2), k.size(2)
-        future = None if new == 1 else causal_mask(new, total, lower_right=True, device=q.device)
-        return attention.attend(q, k, v, attn_mask=future, need_weights=need_weights)
-
-    def cross_attention(
-        self, attention: MultiHeadAttention, x: Tensor, *, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Cross attention of ``x (B, T_new, D)`` over the cached memory keys/values, with the
-        memory padding and its mask kept since ``init_cache``; ``(B, T_new, D)``."""
-        return attention.attend(
-            attention.project_q(x),  # (B, H, T_new, Dh)
-            self.cross_keys,
-            self.cross_values,
-            key_padding_mask=self.memory_key_padding_mask,
-            need_weights=need_weights,
-            prepared_mask=self.cross_mask,
-        )
-
-    @staticmethod
-    def check_inputs(
-        memory: Tensor | None,
-        tgt_mask: Tensor | None,
-        memory_mask: Tensor | None,
-        tgt_key_padding_mask: Tensor | None,
-        memory_key_padding_mask: Tensor | None,
-    ) -> None:
-        """With a cache the decoder takes only the new positions: the memory, its padding
-        and causality come from the cache, so a ``memory`` or mask given besides would be
-        ignored; refuse it instead."""
-        if memory is not None:
-            raise ValueError(
-                "memory must be None with a KV cache (init_cache keeps the memory's keys and "
-                f"values), got a {tuple(memory.shape)} tensor"
-            )
-        masks = dict(
-            tgt_mask=tgt_mask,
-            memory_mask=memory_mask,
-            tgt_key_padding_mask=tgt_key_padding_mask,
-            memory_key_padding_mask=memory_key_padding_mask,
-        )
-        for name, mask in masks.items():
-            if mask is not None:
-                raise ValueError(
-                    f"{name} must be None with a KV cache, got a {tuple(mask.shape)} tensor: "
-                    "the cache applies the causal mask and the memory padding of init_cache; "
-                    "decode without a cache to use other masks"
-                )
-
     # -- the buffers -------------------------------------------------------------------------
     @property
     def self_keys(self) -> Tensor:
@@ -157,7 +100,11 @@ class LayerKVCache:
         return self.value_buffer[:, :, : self.length]
 
     def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Write this step's ``(B, H, T_new, Dh)`` keys/values in place; return all so far."""
+        """Write this step's ``(B, H, T_new, Dh)`` keys/values in place; return all so far.
+
+        :func:`decode_cached` appends to every layer of a :class:`KVCache` in one call;
+        appending to one layer alone would leave it a step ahead of the others.
+        """
         start, end = self.length, self.length + keys.size(2)
         if end > self.key_buffer.size(2):
             self._grow(end)
@@ -259,11 +206,9 @@ class KVCache:
         batch, length, _ = memory.shape
         heads = cross_attentions[0].n_heads
         # the cross-attention mask of every step and layer: additive (B, 1, 1, S), built once
-        cross_mask = prepare_mask(
-            (batch, heads, 1, length),
-            memory.dtype,
-            memory.device,
-            key_padding_mask=memory_key_padding_mask,
+        shape = (batch, heads, 1, length)
+        cross_mask = _prepare_mask(
+            shape, memory.dtype, memory.device, None, memory_key_padding_mask, False
         )
         layers = []
         for attention in cross_attentions:
@@ -305,23 +250,23 @@ class KVCache:
         self._check_index(index)
         return KVCache([layer.index_select(index) for layer in self.layers])
 
-    def reorder_(self, index: Tensor, *, within_sources: bool = False) -> None:
+    def reorder_(
+        self, index: Tensor, *, within_sources: bool = False, validate: bool = True
+    ) -> None:
         """In place: row i becomes row ``index[i]``; ``index (B,)`` has one entry per row.
 
         What beam search does after every step (:meth:`LayerKVCache.reorder_`, which also
         says what ``within_sources`` promises); use :meth:`index_select` to keep this cache
-        as it is or to change the batch size.
+        as it is or to change the batch size. ``validate=False`` skips the checks of
+        ``index`` (two device-to-host copies): beam search built it from its own beams.
         """
-        self._check_index(index)
-        if index.numel() != self.batch_size:
-            raise ValueError(
-                f"index must have shape (B,)=({self.batch_size},) to reorder in place, "
-                f"got {tuple(index.shape)}"
-            )
+        if validate:
+            self._check_index(index, one_per_row=True)
         for layer in self.layers:
             layer.reorder_(index, within_sources=within_sources)
 
-    def _check_index(self, index: Tensor) -> None:
+    def _check_index(self, index: Tensor, *, one_per_row: bool = False) -> None:
+        """``index``: a 1-d integer tensor of rows of this cache (one per row: ``(B,)``)."""
         if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32):
             raise TypeError(
                 f"index must be an integer (long) tensor, got "
@@ -334,6 +279,78 @@ class KVCache:
                 f"index values must be in [0, {self.batch_size}), got "
                 f"min {int(index.min())}, max {int(index.max())}"
             )
+        if one_per_row and index.numel() != self.batch_size:
+            raise ValueError(
+                f"index must have shape (B,)=({self.batch_size},) to reorder in place, "
+                f"got {tuple(index.shape)}"
+            )
 
     def __repr__(self) -> str:
         return f"KVCache(layers={len(self.layers)}, batch={self.batch_size}, steps={self.steps})"
+
+
+def decode_cached(decoder: Decoder, x: Tensor, cache: KVCache, *, validate: bool = True) -> Tensor:
+    """The decoder on new positions, over the cache: ``x (B, T_new, D)`` -> ``(B, T_new, D)``.
+
+    ``x`` holds the embedded new positions (positions ``len(cache)`` onwards). Each layer runs
+    its sub-layers in add & norm (``DecoderLayer._add_and_norm``) with self attention over
+    every position so far (this step's keys and values are appended to the cache) and cross
+    attention over the memory's keys and values kept since ``init_cache``; then comes the
+    decoder's final norm. Every layer's cache advances by ``T_new``, in this one call.
+    ``validate=False``: the caller (``Transformer.decode_step``) has checked the input.
+    """
+    layers = cast("list[DecoderLayer]", list(decoder.layers))
+    if validate:
+        _check_step(layers, x, cache)
+    for layer, kept in zip(layers, cache.layers, strict=True):
+        x = _cached_layer(layer, kept, x)
+    return x if decoder.norm is None else decoder.norm(x)
+
+
+def _cached_layer(layer: DecoderLayer, kept: LayerKVCache, x: Tensor) -> Tensor:
+    """One decoder layer on the new positions ``x (B, T_new, D)``, its attentions over ``kept``."""
+
+    def self_attention(h: Tensor) -> Tensor:  # the new positions against every position so far
+        q, k, v = layer.self_attn.project_qkv(h)  # each (B, H, T_new, Dh)
+        k, v = kept.append(k, v)  # (B, H, T_past + T_new, Dh)
+        # the new queries are the last positions: causal aligned lower-right (a single new
+        # query sees every cached key, so it needs no mask at all)
+        new, total = q.size(2), k.size(2)
+        future = None if new == 1 else _causal_mask(new, total, lower_right=True, device=q.device)
+        out, layer.attention_weights = layer.self_attn.attend(q, k, v, attn_mask=future)
+        return layer.dropout1(out)
+
+    def cross_attention(h: Tensor) -> Tensor:  # the memory's keys and values, computed once
+        out, layer.cross_attention_weights = layer.cross_attn.attend(
+            layer.cross_attn.project_q(h),  # (B, H, T_new, Dh)
+            kept.cross_keys,
+            kept.cross_values,
+            key_padding_mask=kept.memory_key_padding_mask,
+            prepared_mask=kept.cross_mask,
+        )
+        return layer.dropout2(out)
+
+    return layer._add_and_norm(x, self_attention, cross_attention)
+
+
+def _check_step(layers: list[DecoderLayer], x: Tensor, cache: KVCache) -> None:
+    """``cache`` comes from the init_cache of the model these decoder ``layers`` belong to,
+    and ``x`` is a ``(B, T_new, D)`` float tensor with the cache's batch size."""
+    check_type("cache", cache, KVCache, "a KVCache (from init_cache)")
+    config = layers[0].config
+    heads, head_dim = config.n_heads, config.head_dim
+    shapes = {tuple(layer.cross_keys.shape[1::2]) for layer in cache.layers}  # (H, Dh)
+    if len(cache.layers) != len(layers) or shapes != {(heads, head_dim)}:
+        raise ValueError(
+            f"cache must come from this model's init_cache ({len(layers)} layers of "
+            f"{heads} heads x {head_dim}), got one of {len(cache.layers)} layers shaped "
+            f"{sorted(shapes)}: another model's cache"
+        )
+    expected = (cache.batch_size, config.d_model)
+    if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+        raise TypeError(f"x must be a float tensor (B, T_new, D), got {type(x).__name__}")
+    if x.dim() != 3 or x.size(1) == 0 or (x.size(0), x.size(2)) != expected:
+        raise ValueError(
+            f"x must have shape (B, T_new, D)=({expected[0]}, T_new >= 1, {expected[1]}) to "
+            f"match the cache, got {tuple(x.shape)}"
+        )

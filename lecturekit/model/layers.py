@@ -5,13 +5,17 @@ nanoGPT's ``Block(config)``: ``EncoderLayer(config)``, ``Encoder(config, n_layer
 Forward signatures follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` /
 ``nn.TransformerEncoder`` / ``nn.TransformerDecoder`` (batch first), so the same call works on
 both and ``lecturekit.model.interop`` can copy weights either way.
+
+Checked at the door: called by a user, a layer or stack checks its input (through its
+attention); called by its parent, it gets ``validate=False`` and trusts the input its parent
+checked. The sub-modules are built from the ``LayerConfig``, which validated itself, so they
+do not check its values again.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,9 +24,6 @@ from torch import Tensor, nn
 from lecturekit._common import check_choice, check_mask_or_causal, check_type
 from lecturekit.model.attention import MultiHeadAttention
 from lecturekit.model.config import ACTIVATIONS, LAYERNORM_BACKENDS, LayerConfig
-
-if TYPE_CHECKING:  # the KV cache is chapter 6's; the layers only pass it on
-    from lecturekit.model.cache import LayerKVCache
 
 __all__ = [
     "SinusoidalPositionalEncoding",
@@ -116,9 +117,12 @@ LAYER_NORM_FUNCTIONS: dict[str, Callable[..., Tensor]] = {
 class LayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that can run the course's Triton kernel (``backend="triton"``)."""
 
-    def __init__(self, d_model: int, eps: float = 1e-5, backend: str = "torch") -> None:
+    def __init__(
+        self, d_model: int, eps: float = 1e-5, backend: str = "torch", *, validate: bool = True
+    ) -> None:
         super().__init__(d_model, eps=eps)
-        check_choice("backend", backend, LAYERNORM_BACKENDS)
+        if validate:
+            check_choice("backend", backend, LAYERNORM_BACKENDS)
         self.backend = backend
 
     def forward(self, x: Tensor) -> Tensor:
@@ -130,10 +134,17 @@ class PositionwiseFeedForward(nn.Module):
     """FFN(x) = W2 act(W1 x + b1) + b2, the same MLP at every position (p18-p19)."""
 
     def __init__(
-        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        *,
+        validate: bool = True,
     ) -> None:
         super().__init__()
-        check_choice("activation", activation, ACTIVATIONS)
+        if validate:
+            check_choice("activation", activation, ACTIVATIONS)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -144,20 +155,24 @@ class PositionwiseFeedForward(nn.Module):
         return self.linear2(self.dropout(hidden))  # (B, T, d_ff) -> (B, T, D)
 
 
+# the sub-modules of a layer, from its LayerConfig (frozen and validated: not checked again)
 def _attention(config: LayerConfig) -> MultiHeadAttention:
+    c = config
     return MultiHeadAttention(
-        config.d_model, config.n_heads, dropout=config.dropout, backend=config.attention_backend
+        c.d_model, c.n_heads, dropout=c.dropout, backend=c.attention_backend, validate=False
     )
 
 
 def _feed_forward(config: LayerConfig) -> PositionwiseFeedForward:
+    c = config
     return PositionwiseFeedForward(
-        config.d_model, config.d_ff, dropout=config.dropout, activation=config.activation
+        c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, validate=False
     )
 
 
 def _norm(config: LayerConfig) -> LayerNorm:
-    return LayerNorm(config.d_model, eps=config.layer_norm_eps, backend=config.layernorm_backend)
+    c = config
+    return LayerNorm(c.d_model, eps=c.layer_norm_eps, backend=c.layernorm_backend, validate=False)
 
 
 class EncoderLayer(nn.Module):
@@ -188,13 +203,16 @@ class EncoderLayer(nn.Module):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        validate: bool = True,
     ) -> Tensor:
         """``src (B, S, D)`` -> ``(B, S, D)``; keeps per-head weights in ``attention_weights``.
 
         Masks are keyword-only, as everywhere in lecturekit (``nn.TransformerEncoderLayer``
         takes the same keywords); ``src_mask`` or ``is_causal=True``, not both.
+        ``validate=False``: the caller (``Encoder``, ``Transformer``) has checked the input.
         """
-        check_mask_or_causal("src_mask", src_mask, "is_causal", is_causal)
+        if validate:
+            check_mask_or_causal("src_mask", src_mask, "is_causal", is_causal)
 
         def self_attention(x: Tensor) -> Tensor:
             out, self.attention_weights = self.self_attn(
@@ -205,6 +223,7 @@ class EncoderLayer(nn.Module):
                 key_padding_mask=src_key_padding_mask,
                 is_causal=is_causal,
                 need_weights=need_weights,
+                validate=validate,
             )
             return self.dropout1(out)
 
@@ -221,9 +240,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """One decoder block (p22-p43): masked self attention (p30-p31), cross attention (p38-p41), FFN.
 
-    Each sub-layer is wrapped in add & norm as in the encoder (p19-p21). With a ``cache``
-    (incremental decoding, chapter 6) the two attentions run over the keys/values kept in
-    it (:class:`lecturekit.model.cache.LayerKVCache`).
+    Each sub-layer is wrapped in add & norm as in the encoder (p19-p21).
     """
 
     def __init__(self, config: LayerConfig) -> None:
@@ -246,7 +263,7 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         tgt: Tensor,
-        memory: Tensor | None,
+        memory: Tensor,
         *,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
@@ -255,54 +272,42 @@ class DecoderLayer(nn.Module):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
         need_weights: bool = False,
-        cache: LayerKVCache | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
         Masks are keyword-only, in torch's order; a mask or its ``*_is_causal=True``, not
-        both. With ``cache``, ``tgt`` holds only the new positions, and the memory and its
-        padding come from the cache: ``memory`` and every mask must be None (the cache
-        applies the causal mask itself).
+        both. ``validate=False``: the caller (``Decoder``, ``Transformer``) has checked the
+        input.
         """
-        check_mask_or_causal("tgt_mask", tgt_mask, "tgt_is_causal", tgt_is_causal)
-        check_mask_or_causal("memory_mask", memory_mask, "memory_is_causal", memory_is_causal)
-        if cache is not None:  # the cache holds the memory, its padding and causality
-            cache.check_inputs(
-                memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask
-            )
+        if validate:
+            check_mask_or_causal("tgt_mask", tgt_mask, "tgt_is_causal", tgt_is_causal)
+            check_mask_or_causal("memory_mask", memory_mask, "memory_is_causal", memory_is_causal)
 
-        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p28-p30)
-            if cache is None:
-                out, self.attention_weights = self.self_attn(
-                    x,
-                    x,
-                    x,
-                    attn_mask=tgt_mask,
-                    key_padding_mask=tgt_key_padding_mask,
-                    is_causal=tgt_is_causal,
-                    need_weights=need_weights,
-                )
-            else:  # the new positions against every position so far
-                out, self.attention_weights = cache.self_attention(
-                    self.self_attn, x, need_weights=need_weights
-                )
+        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p28-p31)
+            out, self.attention_weights = self.self_attn(
+                x,
+                x,
+                x,
+                attn_mask=tgt_mask,
+                key_padding_mask=tgt_key_padding_mask,
+                is_causal=tgt_is_causal,
+                need_weights=need_weights,
+                validate=validate,
+            )
             return self.dropout1(out)
 
         def cross_attention(x: Tensor) -> Tensor:  # queries from the decoder (p38-p41)
-            if cache is None:
-                out, self.cross_attention_weights = self.cross_attn(
-                    x,
-                    memory,
-                    memory,
-                    attn_mask=memory_mask,
-                    key_padding_mask=memory_key_padding_mask,
-                    is_causal=memory_is_causal,
-                    need_weights=need_weights,
-                )
-            else:  # the memory's keys and values, computed once by init_cache
-                out, self.cross_attention_weights = cache.cross_attention(
-                    self.cross_attn, x, need_weights=need_weights
-                )
+            out, self.cross_attention_weights = self.cross_attn(
+                x,
+                memory,
+                memory,
+                attn_mask=memory_mask,
+                key_padding_mask=memory_key_padding_mask,
+                is_causal=memory_is_causal,
+                need_weights=need_weights,
+                validate=validate,
+            )
             return self.dropout2(out)
 
         return self._add_and_norm(tgt, self_attention, cross_attention)
@@ -313,7 +318,11 @@ class DecoderLayer(nn.Module):
         self_attention: Callable[[Tensor], Tensor],
         cross_attention: Callable[[Tensor], Tensor],
     ) -> Tensor:
-        """The three sub-layers, each in add & norm (p19-p21): ``(B, T, D) -> (B, T, D)``."""
+        """The three sub-layers, each in add & norm (p19-p21): ``(B, T, D) -> (B, T, D)``.
+
+        ``forward`` passes the two attentions of the slides; decoding one token at a time
+        (``Transformer.decode_step``) passes attentions over the keys and values it kept.
+        """
         if self.norm_first:  # Pre-LN: x + sublayer(norm(x))
             x = x + self_attention(self.norm1(x))
             x = x + cross_attention(self.norm2(x))
@@ -350,18 +359,23 @@ class Encoder(nn.Module):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        validate: bool = True,
     ) -> Tensor:
         """``src (B, S, D)`` -> memory ``(B, S, D)``; masks keyword-only (``nn.TransformerEncoder``
-        names the attention mask ``mask`` too); ``mask`` or ``is_causal=True``, not both."""
-        check_mask_or_causal("mask", mask, "is_causal", is_causal)
+        names the attention mask ``mask`` too); ``mask`` or ``is_causal=True``, not both.
+        ``validate=False``: the caller (``Transformer``) has checked the input."""
+        if validate:
+            check_mask_or_causal("mask", mask, "is_causal", is_causal)
         x = src
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             x = layer(
                 x,
                 src_mask=mask,
                 src_key_padding_mask=src_key_padding_mask,
                 is_causal=is_causal,
                 need_weights=need_weights,
+                # the first layer checks the input; the others get input of the same shape
+                validate=validate and i == 0,
             )
         return x if self.norm is None else self.norm(x)
 
@@ -380,7 +394,7 @@ class Decoder(nn.Module):
     def forward(
         self,
         tgt: Tensor,
-        memory: Tensor | None,
+        memory: Tensor,
         *,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
@@ -389,13 +403,13 @@ class Decoder(nn.Module):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
         need_weights: bool = False,
-        cache: list[LayerKVCache] | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """``tgt (B, T, D)``, ``memory (B, S, D)`` -> ``(B, T, D)``.
 
         As in ``nn.TransformerDecoder``, no causal mask is applied unless ``tgt_mask`` or
         ``tgt_is_causal=True`` asks for it (``Transformer.decode`` is causal by default).
-        ``cache``: one ``LayerKVCache`` per layer (see :class:`DecoderLayer`).
+        ``validate=False``: the caller (``Transformer``) has checked the input.
         """
         x = tgt
         for i, layer in enumerate(self.layers):
@@ -409,6 +423,7 @@ class Decoder(nn.Module):
                 tgt_is_causal=tgt_is_causal,
                 memory_is_causal=memory_is_causal,
                 need_weights=need_weights,
-                cache=None if cache is None else cache[i],
+                # the first layer checks the input; the others get input of the same shape
+                validate=validate and i == 0,
             )
         return x if self.norm is None else self.norm(x)

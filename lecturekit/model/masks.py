@@ -71,6 +71,17 @@ def causal_mask(
         "use a smaller size (the number of query positions)",
         device if device is not None else "cpu",
     )
+    return _causal_mask(size, key_size, lower_right=lower_right, device=device)
+
+
+def _causal_mask(
+    size: int,
+    key_size: int,
+    *,
+    lower_right: bool = False,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """:func:`causal_mask` of sizes the caller took from tensors it holds (not checked)."""
     shift = key_size - size if lower_right else 0
     return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)
 
@@ -105,6 +116,18 @@ def merge_masks(
     ``key_padding_mask`` broadcast over heads and queries.
     """
     check_mask_or_causal("attn_mask", attn_mask, "is_causal", is_causal)
+    return _merge_masks(shape, dtype, device, attn_mask, key_padding_mask, is_causal)
+
+
+def _merge_masks(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+) -> Tensor | None:
+    """:func:`merge_masks` of masks the caller has checked."""
     batch, n_heads, tq, tk = shape
     merged: Tensor | None = None
     if attn_mask is not None:
@@ -112,7 +135,7 @@ def merge_masks(
         if merged.dim() == 3:  # (B*H, Tq, Tk) -> (B, H, Tq, Tk)
             merged = merged.view(batch, n_heads, tq, tk)
     elif is_causal:
-        merged = to_additive(causal_mask(tq, tk, device=device), dtype)
+        merged = to_additive(_causal_mask(tq, tk, device=device), dtype)
     if key_padding_mask is not None:
         padding = to_additive(key_padding_mask, dtype)[:, None, None, :]  # (B, 1, 1, Tk)
         merged = padding if merged is None else merged + padding
@@ -168,14 +191,20 @@ def prepare_mask(
     output) or None. The KV cache builds the cross-attention one once per generation, since
     the source padding does not change from step to step.
     """
-    mask = merge_masks(
-        shape,
-        dtype,
-        device,
-        attn_mask=attn_mask,
-        key_padding_mask=key_padding_mask,
-        is_causal=is_causal,
-    )
+    check_mask_or_causal("attn_mask", attn_mask, "is_causal", is_causal)
+    return _prepare_mask(shape, dtype, device, attn_mask, key_padding_mask, is_causal)
+
+
+def _prepare_mask(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+) -> tuple[Tensor | None, Tensor | None]:
+    """:func:`prepare_mask` of masks the caller has checked (attention, the KV cache)."""
+    mask = _merge_masks(shape, dtype, device, attn_mask, key_padding_mask, is_causal)
     if not _may_mask_whole_rows(attn_mask, key_padding_mask, is_causal):
         return mask, None
     return fully_masked_rows(mask)  # dead: (B|1, H|1, Tq, 1) or None

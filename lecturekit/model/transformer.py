@@ -6,7 +6,8 @@
 Masks follow ``torch.nn.Transformer`` (bool True = not allowed, float = added). Padding masks
 are derived from ``config.pad_id`` when not given, and the decoder is causal by default.
 The public methods check their input once, with the shared checks of
-``lecturekit._common``, then run the unchecked ``_encode``/``_decode``.
+``lecturekit._common``, then run the unchecked ``_encode``/``_decode``, which call the stacks
+with ``validate=False``: nothing inside checks again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lecturekit._common import (
     check_token_ids,
     check_type,
 )
-from lecturekit.model.cache import KVCache
+from lecturekit.model.cache import KVCache, decode_cached
 from lecturekit.model.config import TransformerConfig
 from lecturekit.model.layers import (
     Decoder,
@@ -84,8 +85,9 @@ class Transformer(nn.Module):
             self.src_positions = LearnedPositionalEncoding(c.d_model, c.max_len)
             self.tgt_positions = LearnedPositionalEncoding(c.d_model, c.max_len)
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder = Encoder(c.layer, c.n_encoder_layers)
-        self.decoder = Decoder(c.layer, c.n_decoder_layers)
+        layer = c.layer  # built (and validated) once, shared by both stacks
+        self.encoder = Encoder(layer, c.n_encoder_layers)
+        self.decoder = Decoder(layer, c.n_decoder_layers)
         self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size)
         self.attention_weights: dict[str, list[Tensor]] | None = None
         self._reset_parameters()
@@ -169,13 +171,15 @@ class Transformer(nn.Module):
         memory_key_padding_mask: Tensor | None = None,
         tgt_is_causal: bool | None = None,
         need_weights: bool = False,
+        validate: bool = True,
     ) -> Tensor:
         """Target ids ``(B, T)`` and memory ``(B, S, D)`` -> logits ``(B, T, V)``.
 
         ``tgt_is_causal=None`` (the default) means: causal unless a ``tgt_mask`` is given
         (then the mask alone decides). ``True`` applies the causal mask (no ``tgt_mask`` may
         come with it, as in torch); ``False`` with no mask lets every position see the whole
-        target (the "leak" experiment of chapter 4).
+        target (the "leak" experiment of chapter 4). ``validate=False`` skips the checks of
+        the input: decoding without the KV cache checks once per call, not once per token.
         """
         masks = dict(
             tgt_mask=tgt_mask,
@@ -183,9 +187,10 @@ class Transformer(nn.Module):
             tgt_key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=memory_key_padding_mask,
         )
-        self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)
-        check_memory(memory, self.config.d_model, tgt.size(0))
-        self._check_target(tgt, memory.size(1), masks, tgt_is_causal)
+        if validate:
+            self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)
+            check_memory(memory, self.config.d_model, tgt.size(0))
+            self._check_target(tgt, memory.size(1), masks, tgt_is_causal)
         return self._decode(tgt, memory, masks, tgt_is_causal, need_weights)
 
     def init_cache(
@@ -213,15 +218,16 @@ class Transformer(nn.Module):
         """Feed the newest token of each row, ``(B,)``; return next-token logits ``(B, V)``.
 
         The first call gets BOS. This step's self-attention keys/values are written into
-        ``cache`` in place, so step t costs O(t) instead of recomputing the O(t^2) prefix.
-        ``validate=False`` skips the checks of ``tokens`` and ``cache``: the decoding
-        strategies check once per call, not once per token (their tokens come from an
-        argmax or a draw over the vocabulary, so they are valid ids by construction).
+        ``cache`` in place (:func:`lecturekit.model.cache.decode_cached`), so step t costs
+        O(t) instead of recomputing the O(t^2) prefix. ``validate=False`` skips the checks of
+        ``tokens`` and ``cache``: the decoding strategies check once per call, not once per
+        token (their tokens come from an argmax or a draw over the vocabulary, so they are
+        valid ids by construction).
         """
         if validate:
             self._check_step(tokens, cache)
         x = self._embed(tokens[:, None], self.tgt_embedding, self.tgt_positions, len(cache))
-        x = self.decoder(x, None, cache=cache.layers)  # (B, 1, D)
+        x = decode_cached(self.decoder, x, cache, validate=validate)  # (B, 1, D)
         return self.output_proj(x[:, -1])  # (B, V)
 
     # -- the computation, on checked input ---------------------------------------------------
@@ -246,7 +252,11 @@ class Transformer(nn.Module):
     ) -> Tensor:
         x = self._embed(src, self.src_embedding, self.src_positions)  # (B, S, D)
         memory = self.encoder(
-            x, mask=src_mask, src_key_padding_mask=src_key_padding_mask, need_weights=need_weights
+            x,
+            mask=src_mask,
+            src_key_padding_mask=src_key_padding_mask,
+            need_weights=need_weights,
+            validate=False,  # checked by the public method
         )
         if need_weights:
             self._collect_weights(encoder=True, decoder=False)
@@ -272,6 +282,7 @@ class Transformer(nn.Module):
             # None: causal unless a tgt_mask is given (the one meaning, see decode)
             tgt_is_causal=masks["tgt_mask"] is None if tgt_is_causal is None else tgt_is_causal,
             need_weights=need_weights,
+            validate=False,  # checked by the public method
         )
         if need_weights:
             self._collect_weights(encoder=False, decoder=True)
@@ -330,16 +341,10 @@ class Transformer(nn.Module):
         check_mask_or_causal("tgt_mask", masks["tgt_mask"], "tgt_is_causal", bool(tgt_is_causal))
 
     def _check_step(self, tokens: Tensor, cache: KVCache) -> None:
+        """The tokens and the cache's length; ``decode_cached`` checks that the cache is
+        this model's."""
         c = self.config
         check_type("cache", cache, KVCache, "a KVCache (from init_cache)")
-        heads, head_dim = c.n_heads, c.d_model // c.n_heads
-        shapes = {tuple(layer.cross_keys.shape[1::2]) for layer in cache.layers}  # (H, Dh)
-        if len(cache.layers) != c.n_decoder_layers or shapes != {(heads, head_dim)}:
-            raise ValueError(
-                f"cache must come from this model's init_cache ({c.n_decoder_layers} layers of "
-                f"{heads} heads x {head_dim}), got one of {len(cache.layers)} layers shaped "
-                f"{sorted(shapes)}: another model's cache"
-            )
         check_token_ids("tokens", tokens, c.tgt_vocab_size, shape="(B,)")
         if tokens.size(0) != cache.batch_size:
             raise ValueError(
