@@ -58,10 +58,7 @@ def link_pdf(outdir: Path, name: str) -> list[Path]:
     )
 
     def unlink(match: re.Match[str]) -> str:
-        return (
-            f'<span class="lk-no-pdf" data-href="{match["href"]}" hidden>'
-            f"{match['text']}</span>"
-        )
+        return f'<span class="lk-no-pdf" data-href="{match["href"]}" hidden>{match["text"]}</span>'
 
     def relink(match: re.Match[str]) -> str:
         return f'<a href="{match["href"]}">{match["text"]}</a>'
