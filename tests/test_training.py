@@ -432,17 +432,17 @@ def test_fit_trains_through_update(monkeypatch) -> None:
 
 def test_validation_pairs_are_padded_once_into_the_same_batches() -> None:
     from lecturekit.data import make_loader
-    from lecturekit.training.loop import _as_batches
+    from lecturekit.training._inputs import as_batches
 
     task, model = tiny_setup(n_train=32)
     pairs = task.encoded("valid")
-    batches = _as_batches(pairs, quiet(), False, "valid", model.config)
+    batches = as_batches(pairs, quiet(), False, "valid", model.config)
     assert isinstance(batches, list)  # iterated again at every evaluation, padded once
     expected = list(make_loader(pairs, batch_size=32, shuffle=False))
     assert len(batches) == len(expected)
     for got, want in zip(batches, expected, strict=True):
         assert torch.equal(got.src, want.src) and torch.equal(got.tgt_out, want.tgt_out)
-    assert not isinstance(_as_batches(pairs, quiet(), True, "train", model.config), list)
+    assert not isinstance(as_batches(pairs, quiet(), True, "train", model.config), list)
 
 
 def test_fit_and_decoding_refuse_a_model_on_the_meta_device() -> None:
