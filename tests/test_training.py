@@ -474,3 +474,13 @@ def test_fit_accepts_integer_tensor_pairs_and_says_which_type_it_expects(make_ti
     assert run(tensors) == run(lists)
     with pytest.raises(TypeError, match="train\\[0\\] source must be a list of int ids or a 1-d"):
         run([(torch.tensor([4.0, 5.0]), torch.tensor([4]))] * 4)
+
+
+def test_check_weights_names_the_update_that_broke_them() -> None:
+    from lecturekit.training.checks import check_weights
+
+    check_weights([torch.ones(3), torch.full((2,), 1e18)], 4, 0.1)  # large but finite
+    with pytest.raises(FloatingPointError, match=r"became inf after the update of step 4 \(lr 0.1"):
+        check_weights([torch.ones(2), torch.tensor([float("inf")])], 4, 0.1)
+    with pytest.raises(FloatingPointError, match=r"became nan after the update of step 2"):
+        check_weights([torch.tensor([float("nan")])], 2, 0.1)
