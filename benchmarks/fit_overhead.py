@@ -5,7 +5,7 @@ check functions (any function of ``lecturekit`` whose name starts with ``check_`
 The model is small (d_model 32, 1+1 layers, batches of 16 copy-task pairs) so that the
 loop's own work (schedules, checks, synchronisations) shows beside the forward and backward
 passes. One thread; run it on a quiet machine and report ``uptime``'s load with the result.
-Prints ``RESULT fit_steps_per_second <x>`` (median of ``--repeats`` runs) and
+Prints ``RESULT fit_steps_per_second <x>`` (median of ``--repeats`` runs after a warm-up) and
 ``RESULT fit_check_calls_per_step <n>``.
 
     OMP_NUM_THREADS=1 python benchmarks/fit_overhead.py [--steps 200] [--repeats 3]
@@ -61,6 +61,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    model, pairs, train = _setup(20)
+    fit(model, pairs, None, train)  # warm-up: the first calls are slow
     rates = []
     for _ in range(args.repeats):
         model, pairs, train = _setup(args.steps)
