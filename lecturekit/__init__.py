@@ -187,6 +187,7 @@ if TYPE_CHECKING:
     from lecturekit.training.checks import check_passes as check_passes
     from lecturekit.training.checks import check_stopping as check_stopping
     from lecturekit.training.checks import check_train_config as check_train_config
+    from lecturekit.training.checks import check_weights as check_weights
     from lecturekit.training.checks import clip_and_measure as clip_and_measure
     from lecturekit.training.checks import optimizer_step as optimizer_step
     from lecturekit.training.checks import parameter_norm as parameter_norm

@@ -432,17 +432,17 @@ def test_fit_trains_through_update(monkeypatch) -> None:
 
 def test_validation_pairs_are_padded_once_into_the_same_batches() -> None:
     from lecturekit.data import make_loader
-    from lecturekit.training.loop import _as_batches
+    from lecturekit.training._inputs import as_batches
 
     task, model = tiny_setup(n_train=32)
     pairs = task.encoded("valid")
-    batches = _as_batches(pairs, quiet(), False, "valid", model.config)
+    batches = as_batches(pairs, quiet(), False, "valid", model.config)
     assert isinstance(batches, list)  # iterated again at every evaluation, padded once
     expected = list(make_loader(pairs, batch_size=32, shuffle=False))
     assert len(batches) == len(expected)
     for got, want in zip(batches, expected, strict=True):
         assert torch.equal(got.src, want.src) and torch.equal(got.tgt_out, want.tgt_out)
-    assert not isinstance(_as_batches(pairs, quiet(), True, "train", model.config), list)
+    assert not isinstance(as_batches(pairs, quiet(), True, "train", model.config), list)
 
 
 def test_fit_and_decoding_refuse_a_model_on_the_meta_device() -> None:
@@ -474,3 +474,13 @@ def test_fit_accepts_integer_tensor_pairs_and_says_which_type_it_expects(make_ti
     assert run(tensors) == run(lists)
     with pytest.raises(TypeError, match="train\\[0\\] source must be a list of int ids or a 1-d"):
         run([(torch.tensor([4.0, 5.0]), torch.tensor([4]))] * 4)
+
+
+def test_check_weights_names_the_update_that_broke_them() -> None:
+    from lecturekit.training.checks import check_weights
+
+    check_weights([torch.ones(3), torch.full((2,), 1e18)], 4, 0.1)  # large but finite
+    with pytest.raises(FloatingPointError, match=r"became inf after the update of step 4 \(lr 0.1"):
+        check_weights([torch.ones(2), torch.tensor([float("inf")])], 4, 0.1)
+    with pytest.raises(FloatingPointError, match=r"became nan after the update of step 2"):
+        check_weights([torch.tensor([float("nan")])], 2, 0.1)

@@ -87,9 +87,31 @@ def save_checkpoint(
             NumPy scalar such as ``np.float64``, a custom object) raises ``TypeError`` before
             the file is touched: convert it first (``float(x)``, ``x.item()``, ``x.tolist()``).
     """
+    path = guards.check_save_path(path)
+    payload = _payload(
+        model,
+        src_vocab=src_vocab,
+        tgt_vocab=tgt_vocab,
+        train_config=train_config,
+        metadata=metadata,
+    )
+    _write_payload(payload, path)
+    return path
+
+
+def _payload(
+    model: nn.Module,
+    *,
+    src_vocab: Any = None,
+    tgt_vocab: Any = None,
+    train_config: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The plain-data dict :func:`save_checkpoint` writes (without its checksum); the
+    arguments as there. A caller may add entries of its own (plain data, checked by
+    :func:`_write_payload`) before writing it, as ``fit``'s state file does."""
     from lecturekit import __version__
 
-    path = guards.check_save_path(path)
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     config: Any = getattr(model, "config", None)  # any model whose config has to_dict
     if not hasattr(config, "to_dict"):
@@ -110,7 +132,7 @@ def save_checkpoint(
             f"model: {meta[0]} is on the meta device (no data); materialise the model "
             "(model.to_empty(device=...) and load weights) before saving it"
         )
-    payload = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "lecturekit_version": __version__,
@@ -121,11 +143,31 @@ def save_checkpoint(
         "train_config": _plain(train_config, "train_config"),
         "metadata": _plain(metadata or {}, "metadata"),
     }
+
+
+def _write_payload(payload: dict[str, Any], path: Path) -> None:
+    """Write ``payload`` (a :func:`_payload`, maybe with entries of its own) to
+    ``path`` with its SHA-256 checksum: atomically, read back before the rename, temporary
+    files of killed earlier saves removed. Entries that are not plain data are refused
+    before anything is written."""
+    payload = {k: _plain(v, k) for k, v in payload.items() if k != "checksum"}
     payload["checksum"] = _checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporary_files(path)
     _write_atomically(payload, path)
-    return path
+
+
+def _read_payload(path: Path, *, verify: bool = True) -> dict[str, Any]:
+    """The checked payload of the checkpoint at ``path`` (format, structure, entries and,
+    with ``verify``, the checksum: ``ValueError`` naming the file otherwise)."""
+    payload = guards.read_payload(path)
+    if verify and "checksum" in payload and payload["checksum"] != _checksum(payload):
+        raise ValueError(
+            f"path: {str(path)!r} fails its checksum: the file was damaged after it was "
+            "written (a partial copy, flipped bytes); copy it again, or pass verify=False to "
+            "load it anyway"
+        )
+    return payload
 
 
 def _plain(value: Any, name: str, _seen: tuple[int, ...] = ()) -> Any:
@@ -302,14 +344,8 @@ def load_checkpoint(
     device = guards.device(map_location)
     check_type("path", path, (str, os.PathLike), "a checkpoint file path")
     path = Path(path)
-    payload = guards.read_payload(path)
+    payload = _read_payload(path, verify=verify)
     where = f"path: {str(path)!r}"
-    if verify and "checksum" in payload and payload["checksum"] != _checksum(payload):
-        raise ValueError(
-            f"{where} fails its checksum: the file was damaged after it was written (a "
-            "partial copy, flipped bytes); copy it again, or pass verify=False to load it "
-            "anyway"
-        )
     saved = dict(payload["model_config"])
     if model is None:
         config: Any = _config(TransformerConfig, {**saved, **runtime_overrides}, where)

@@ -11,9 +11,10 @@ naming the argument and the fix, instead of a hang, a silent NaN or an error one
   :func:`check_decode_length`: the data fits the model (its special ids, its vocabularies,
   its learned positions); :func:`check_passes`, :func:`check_epoch`: it yields batches in
   every epoch;
-- :func:`clip_and_measure` / :func:`check_finite`: after each backward pass the gradients,
-  and after each update the parameters, must be finite (one reduction and one
-  synchronisation each per step; with clipping the gradient norm comes for free).
+- :func:`clip_and_measure` / :func:`check_finite`: after each backward pass the gradients
+  must be finite (one reduction and one synchronisation per step; with clipping the gradient
+  norm comes for free); :func:`check_weights` checks the parameters where a failure needs its
+  cause named, at the end of training and before a training state is saved.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "parameter_norm",
     "optimizer_step",
     "check_finite",
+    "check_weights",
 ]
 
 
@@ -315,3 +317,13 @@ def check_finite(what: str, norm: Tensor, step: int, lr: float) -> None:
             "inputs, lower lr or lr_factor, or set clip_grad_norm"
         )
     raise FloatingPointError(_TOO_HIGH.format(value=value, step=step, lr=lr))
+
+
+def check_weights(parameters: Iterable[Tensor], step: int, lr: float) -> None:
+    """Raise ``FloatingPointError`` ("the parameters became inf after the update of step
+    ``step``") if the total norm of ``parameters`` is not finite: one reduction over all of
+    them and one synchronisation, so it runs where it is needed, not after every update."""
+    norm = torch.nn.utils.get_total_norm(list(parameters), foreach=True)
+    value = float(norm)
+    if not math.isfinite(value):
+        raise FloatingPointError(_TOO_HIGH.format(value=value, step=step, lr=lr))

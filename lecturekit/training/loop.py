@@ -7,31 +7,34 @@ inverse-square-root learning rate (:mod:`lecturekit.training.schedules`), gradie
 It returns a :class:`History` (plain data; the book's ``plot_training`` draws it). Under
 ``torchrun`` the same call trains with DistributedDataParallel
 (:mod:`lecturekit.training.distributed`); with ``TrainConfig(scheduled_sampling=...)`` it
-trains with scheduled sampling (:mod:`lecturekit.training.scheduled_sampling`).
+trains with scheduled sampling (:mod:`lecturekit.training.scheduled_sampling`); with
+``state_path=`` it can be stopped and continued (:mod:`lecturekit.training._fit_state`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_has_data
+from lecturekit._common import check_has_data, check_int
 from lecturekit.training import distributed
+from lecturekit.training._fit_state import Position, StateFile
+from lecturekit.training._inputs import as_batches, progress_bar, resolve_device, safe_len
 from lecturekit.training.checks import (
     check_batch_ids,
     check_decode_length,
     check_epoch,
     check_finite,
-    check_pair_shapes,
-    check_pairs,
     check_passes,
     check_stopping,
+    check_weights,
     clip_and_measure,
     optimizer_step,
 )
@@ -40,7 +43,7 @@ from lecturekit.training.evaluation import evaluate
 from lecturekit.training.history import History
 from lecturekit.training.losses import label_smoothed_nll
 from lecturekit.training.scheduled_sampling import mix_decoder_inputs
-from lecturekit.training.schedules import learning_rate, set_lr
+from lecturekit.training.schedules import _set_lr, learning_rate
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.model.transformer import Transformer
@@ -65,8 +68,9 @@ def update(
 
     ``clip_grad_norm``: rescale the gradients of ``parameters`` (default: the optimizer's) so
     that their joint norm is at most this (None = no clipping). Non-finite gradients (checked
-    before they touch the weights) or weights raise ``FloatingPointError`` naming ``step``
-    and the learning rate (:mod:`lecturekit.training.checks`).
+    before they touch the weights) raise ``FloatingPointError`` naming ``step`` and the
+    learning rate; when the weights were already broken by the previous update, the error
+    says so (:mod:`lecturekit.training.checks`).
     """
     if parameters is None:
         parameters = [p for group in optimizer.param_groups for p in group["params"]]
@@ -75,10 +79,17 @@ def update(
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clip_and_measure(parameters, clip_grad_norm)
-    check_finite("gradients", grad_norm, step, lr)  # before they touch the weights
+    if not math.isfinite(float(grad_norm)):  # the step's one synchronisation
+        if step > 1:
+            check_weights(parameters, step - 1, lr)  # broken by the previous update?
+        check_finite("gradients", grad_norm, step, lr)  # before they touch the weights
+    # No norm of the weights after the update: from finite weights, gradients and learning
+    # rate, Adam (or SGD) computes a finite update (Adam's is about lr in size), so the
+    # weights can only become inf by overflowing float32 (a learning rate near 1e30; an
+    # overflow inside the step raises in optimizer_step). Broken weights then give the next
+    # step a non-finite loss or gradient norm, whose check names the update that broke them
+    # (check_weights, on that failure only); the end of training checks them once.
     optimizer_step(optimizer, step, lr)
-    weights = torch.nn.utils.get_total_norm(parameters, foreach=True)
-    check_finite("parameters", weights, step, lr)
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,9 @@ def train_steps(
             "stopping must limit max_steps or max_seconds (finite), got "
             f"max_steps={stopping.max_steps}, max_seconds={stopping.max_seconds}"
         )
-    parameters = None if parameters is None else list(parameters)
+    if parameters is None:
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    parameters = list(parameters)
     losses: list[float] = []
     step = 0
     while not stopping.budget_spent(step):
@@ -151,97 +164,8 @@ def train_steps(
             optimizer, objective, parameters=parameters, clip_grad_norm=clip_grad_norm, step=step
         )
         losses.append(reported.item())
+    check_weights(parameters, step, float(optimizer.param_groups[0]["lr"]))  # the last update
     return losses
-
-
-# --------------------------------------------------------------------------------------
-# fit: data plumbing
-# --------------------------------------------------------------------------------------
-
-
-_DATA_KINDS = "a TaskData, a list of (src ids, tgt ids) pairs or an iterable of Batch"
-
-
-def _as_batches(
-    data: Any, config: TrainConfig, shuffle: bool, split: str, model_config: Any, auto: bool = False
-) -> Iterable[Any] | None:
-    """Accept a ``TaskData`` (its ``split``), a list of (src ids, tgt ids) pairs, or any
-    re-iterable of ``Batch`` es (e.g. ``task.loader("train")``).
-
-    Pairs are batched with the model's special ids and checked against the model first. An
-    empty split is an error, except a validation split taken from the training ``TaskData``
-    (``auto``), which means: no validation. A one-shot iterator of validation batches is
-    read into a list, since every evaluation iterates it again.
-    """
-    from lecturekit.data import make_loader
-    from lecturekit.data.vocab import BOS_ID, EOS_ID, PAD_ID
-
-    if data is None:
-        if split == "train":
-            raise TypeError(f"train must be {_DATA_KINDS}, got None")
-        return None
-    c = model_config
-    if hasattr(data, "encoded") and hasattr(data, "loader"):  # TaskData
-        if (c.pad_id, c.bos_id, c.eos_id) != (PAD_ID, BOS_ID, EOS_ID):
-            raise ValueError(
-                f"{split}: a TaskData's vocabularies use pad_id={PAD_ID}, bos_id={BOS_ID}, "
-                f"eos_id={EOS_ID}, but the model has {c.pad_id}, {c.bos_id}, {c.eos_id}; build "
-                "the model with the vocabulary's special ids (the TransformerConfig defaults)"
-            )
-        data = data.encoded(split)
-    if isinstance(data, Sequence) and not isinstance(data, str) and len(data) == 0:
-        if auto:
-            return None
-        raise ValueError(
-            f"{split} is empty; pass some examples"
-            + (", or valid=None to train without validation" if split == "valid" else "")
-        )
-    if isinstance(data, Sequence) and isinstance(data[0], (tuple, list)):
-        data = check_pair_shapes(data, split)
-        check_pairs(data, split, c)
-        loader = make_loader(
-            data,
-            batch_size=config.batch_size,
-            shuffle=shuffle,
-            seed=config.seed,
-            pad_id=c.pad_id,
-            bos_id=c.bos_id,
-            eos_id=c.eos_id,
-        )
-        # the validation batches never change (no shuffling): pad them once, not at every
-        # evaluation
-        return list(loader) if split == "valid" else loader
-    if not isinstance(data, Iterable) or isinstance(data, str):
-        raise TypeError(f"{split} must be {_DATA_KINDS}, got {type(data).__name__}")
-    if split == "valid" and isinstance(data, Iterator):
-        data = list(data)
-    if split == "valid" and isinstance(data, list):  # read at every evaluation: check once
-        for batch in data:
-            check_batch_ids(batch, split, c)
-    return data
-
-
-def _resolve_device(config: TrainConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device must be available, got 'cuda' with no CUDA device")
-    return torch.device(config.device)
-
-
-def _safe_len(data: Iterable[Any]) -> int | None:
-    try:
-        return len(data)  # type: ignore[arg-type]
-    except TypeError:
-        return None
-
-
-def _progress_bar(total: int | None, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="training", unit="step", leave=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -264,12 +188,13 @@ class _Run:
     ss_generator: torch.Generator
     history: History = field(default_factory=History)
     bar: Any = None
+    seconds_before: float = 0.0  # trained by earlier calls (a continued state)
 
 
 def _start(model: Transformer, config: TrainConfig, valid: Iterable[Any] | None) -> _Run:
     """Join the process group, seed, move and wrap the model, build Adam (the paper's)."""
     dist = distributed.setup(config.device)
-    device = dist.device if dist.enabled else _resolve_device(config)
+    device = dist.device if dist.enabled else resolve_device(config)
     torch.manual_seed(config.seed + dist.rank)  # dropout differs per process, like real DDP
     model.to(device)
     model.train()
@@ -295,7 +220,7 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
     """One teacher-forced step on ``batch``: forward, loss, one :func:`update`, record."""
     config, cfg, dist = run.config, run.model.config, run.dist
     lr = learning_rate(step, config, cfg.d_model)
-    set_lr(run.optimizer, lr)
+    _set_lr(run.optimizer, lr)  # a rate of the schedule: nothing to check
     batch = distributed.shard(batch, dist).to(run.device)
     tgt_in, teacher_prob = batch.tgt_in, 1.0
     ss = config.scheduled_sampling
@@ -316,6 +241,8 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
     )
     loss_total, n_correct, n_tokens = _global_counts(run, logits, batch.tgt_out, loss_sum)
     if not math.isfinite(loss_total):
+        if step > 1:
+            check_weights(run.model.parameters(), step - 1, lr)  # broken by the last update?
         raise FloatingPointError(
             f"the training loss became {loss_total} at step {step} (lr {lr:.3g}); "
             "lower the learning rate (lr or lr_factor) or enable clip_grad_norm"
@@ -373,7 +300,7 @@ def _evaluate_and_record(run: _Run, valid: Iterable[Any], step: int) -> dict[str
     history.valid_loss.append(metrics["loss"])
     history.valid_token_accuracy.append(metrics["token_accuracy"])
     history.valid_exact_match.append(metrics["exact_match"])
-    history.eval_seconds.append(run.stopping.elapsed())
+    history.eval_seconds.append(run.seconds_before + run.stopping.elapsed())
     if run.bar is not None:
         run.bar.set_postfix(
             loss=f"{history.loss[-1]:.3f}", valid_em=f"{metrics['exact_match']:.3f}"
@@ -382,12 +309,16 @@ def _evaluate_and_record(run: _Run, valid: Iterable[Any], step: int) -> dict[str
 
 
 def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
-    """Stopping: evaluate when due, then ask the budget and the target (same on every process)."""
+    """Stopping: evaluate when due, then ask the budget and the target (same on every process).
+
+    A run that stops between evaluations is evaluated once more by :func:`fit`, after its
+    training state is saved: a continued run then records the evaluations an uninterrupted
+    one would."""
     config = run.config
     at_epoch_end = step % steps_per_epoch == 0 if steps_per_epoch else False
     due = step % config.eval_every == 0 if config.eval_every is not None else at_epoch_end
     stop = run.stopping.budget_spent(step)
-    if run.valid is not None and (due or stop):
+    if run.valid is not None and due:
         stop = run.stopping.target_reached(_evaluate_and_record(run, run.valid, step)) or stop
     # every process must take the same decision, or the others wait forever
     return distributed.any_true(stop, run.dist, run.device)
@@ -405,6 +336,8 @@ def fit(
     config: TrainConfig | None = None,
     *,
     on_step: Callable[[int, nn.Module], None] | None = None,
+    state_path: str | os.PathLike | None = None,
+    save_every: int | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -419,10 +352,34 @@ def fit(
         on_step: called as ``on_step(step, model)`` after each update (``step`` from 1),
             before that step's evaluation; e.g. ``KeepLastCheckpoints`` of
             :mod:`lecturekit.training.averaging` copies the weights for checkpoint averaging.
+        state_path: a file for the training state, so that training can stop and continue
+            (None: no state). If the file exists, training continues from it: the model's
+            weights, Adam's moments, the step, the random generators (dropout, data order,
+            scheduled sampling) and the history are restored, and the run goes on as if it
+            had never stopped (bit for bit on the same machine and thread count). The state
+            is written every ``save_every`` steps and when training stops (its budget spent,
+            its target reached, its epochs done), atomically and with a checksum; a step
+            whose numbers are not finite raises before anything is written. A file that is
+            damaged, or was written for another model, other settings or other data, is
+            refused with a ``ValueError`` saying so, and left as it is. The settings that
+            may change between calls are the budget and the evaluation (``epochs``,
+            ``max_steps``, ``max_seconds``, ``target_exact_match``, ``eval_every``,
+            ``valid_decode_max_len``), ``progress`` and ``device``; ``max_steps`` counts all
+            steps, ``max_seconds`` this call's. The file is a checkpoint too:
+            ``load_checkpoint(state_path)`` gives its model. ``on_step`` callbacks keep
+            no state in it; not under ``torchrun``.
+        save_every: write the state every this many steps as well (None: only when training
+            stops); needs ``state_path``.
 
     Returns:
         The :class:`History` (``plot_training(history)`` of the book's plotting module
-        draws it). The model is left in eval mode.
+        draws it), from step 1 also when continued. The model is left in eval mode.
+
+    Example, a long training in pieces of at most ten minutes (run the cell again to
+    continue; a crash loses at most 100 steps)::
+
+        config = TrainConfig(max_steps=20_000, max_seconds=600)
+        history = fit(model, task, config=config, state_path="runs/long.pt", save_every=100)
 
     Each step (:func:`_train_step`): decoder input ``<bos> y`` and labels ``y <eos>``
     (teacher forcing, p46), logits ``(B, T, V)`` in one parallel pass, label-smoothed
@@ -433,12 +390,14 @@ def fit(
     every global batch; the loss is normalised by the global token count so the update
     equals a one-process step.
 
-    Safeguards (:mod:`lecturekit.training.checks`): pairs are batched with the model's
-    ``pad_id`` / ``bos_id`` / ``eos_id`` and checked against its vocabularies and learned
-    positions before training; every batch must use the model's ``bos_id`` and ``pad_id``;
-    a one-shot iterator that runs out raises instead of looping; non-finite gradients
-    (checked before the update) or weights raise ``FloatingPointError`` naming the step and
-    the learning rate.
+    Safeguards (:mod:`lecturekit.training.checks`), checked once before training: the
+    settings, and pairs batched with the model's ``pad_id`` / ``bos_id`` / ``eos_id`` and
+    checked against its vocabularies and learned positions. Every step: each batch must use
+    the model's ``bos_id`` and ``pad_id`` and labels inside its vocabulary; a one-shot
+    iterator that runs out raises instead of looping; a non-finite loss or gradient norm
+    raises ``FloatingPointError`` naming the step and the learning rate (before the update
+    touches the weights), or the update that broke the weights; the weights are checked
+    once more at the end.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
@@ -448,44 +407,77 @@ def fit(
     check_has_data("model", model)
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be callable or None, got {type(on_step).__name__}")
+    check_int("save_every", save_every, minimum=1, optional=True)
+    if save_every is not None and state_path is None:
+        raise ValueError(f"save_every={save_every} needs a state_path to save to")
     auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
     if auto_valid:
         valid = train
     # None comes back only for a validation split (none given, or an empty TaskData split)
-    train_batches = cast("Iterable[Any]", _as_batches(train, config, True, "train", model.config))
-    valid_batches = _as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
+    train_batches = cast("Iterable[Any]", as_batches(train, config, True, "train", model.config))
+    valid_batches = as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
     check_passes(train_batches, config.epochs, config.max_steps)
     check_decode_length(config.valid_decode_max_len, model.config)
     run = _start(model, config, valid_batches)
-    steps_per_epoch = _safe_len(train_batches)
+    steps_per_epoch = safe_len(train_batches)
+    state = StateFile(state_path, save_every, run, train_batches, steps_per_epoch)
+    at = state.begin()
     total = config.max_steps or (
         steps_per_epoch * config.epochs if steps_per_epoch is not None else None
     )
-    run.bar = _progress_bar(total, enabled=config.progress and run.dist.is_main)
+    run.bar = progress_bar(total, config.progress and run.dist.is_main, initial=at.step)
     run.stopping = run.stopping.restarted()
-    step, epoch, stop = 0, 0, False
-    while not stop and (config.max_steps is not None or epoch < config.epochs):
-        sampler: Any = getattr(train_batches, "batch_sampler", None)  # a DataLoader's
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-        batches_this_epoch = 0
-        for batch in train_batches:
-            check_batch_ids(batch, "train", model.config)
-            step += 1
-            batches_this_epoch += 1
-            _train_step(run, batch, step)
-            if on_step is not None:
-                on_step(step, model)
-            stop = _should_stop(run, step, steps_per_epoch)
-            if stop:
-                break
-        check_epoch(step, batches_this_epoch, epoch)
-        epoch += 1
+    stop = at.step > 0 and run.stopping.budget_spent(at.step)  # a finished state
+    while not stop and (config.max_steps is not None or at.epoch < config.epochs):
+        stop = _train_epoch(run, state, at, train_batches, steps_per_epoch, on_step)
+    _finish(run, state, at)
+    return run.history
+
+
+def _train_epoch(
+    run: _Run,
+    state: StateFile,
+    at: Position,
+    train_batches: Iterable[Any],
+    steps_per_epoch: int | None,
+    on_step: Callable[[int, nn.Module], None] | None,
+) -> bool:
+    """Train on the batches of epoch ``at.epoch`` (advancing ``at``); return whether to stop."""
+    sampler: Any = getattr(train_batches, "batch_sampler", None)  # a DataLoader's
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(at.epoch)
+    batches, at.batch = state.enter_epoch(at.epoch, train_batches)
+    stop = False
+    for batch in batches:
+        check_batch_ids(batch, "train", run.model.config)
+        at.step += 1
+        at.batch += 1
+        _train_step(run, batch, at.step)
+        if on_step is not None:
+            on_step(at.step, run.model)
+        stop = _should_stop(run, at.step, steps_per_epoch)
+        state.save(at)
+        if stop:
+            return True
+    check_epoch(at.step, at.batch, at.epoch)
+    at.epoch, at.batch = at.epoch + 1, 0
+    return False
+
+
+def _finish(run: _Run, state: StateFile, at: Position) -> None:
+    """The end of :func:`fit`: check the weights the last update left, save the state,
+    evaluate unless this step was, close the bar, leave the model in eval mode."""
     history = run.history
-    if run.valid is not None and step and (not history.eval_step or history.eval_step[-1] != step):
-        _evaluate_and_record(run, run.valid, step)
+    if history.lr:
+        check_weights(run.model.parameters(), at.step, history.lr[-1])
+    state.save(at, final=True)
+    if (
+        run.valid is not None
+        and at.step
+        and (not history.eval_step or history.eval_step[-1] != at.step)
+    ):
+        _evaluate_and_record(run, run.valid, at.step)
     if run.bar is not None:
         run.bar.close()
-    history.seconds = run.stopping.elapsed()
-    model.eval()
-    return history
+    history.seconds = run.seconds_before + run.stopping.elapsed()
+    run.model.eval()

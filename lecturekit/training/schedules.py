@@ -1,7 +1,10 @@
 """Learning-rate schedules: the paper's warmup / inverse square root (``noam_lr``), warmup
 then cosine decay to zero over a fixed step budget (``cosine_lr``), a linear warmup to a
 constant rate (``linear_warmup_lr``) and a constant rate to compare them with; ``set_lr``
-writes a rate into an optimiser."""
+writes a rate into an optimiser.
+
+:func:`learning_rate`, which ``fit`` calls at every step, checks only the step and the width:
+the rest comes from a ``TrainConfig``, validated when it was created."""
 
 from __future__ import annotations
 
@@ -41,6 +44,10 @@ def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1
     check_int("d_model", d_model, minimum=1)
     check_int("warmup_steps", warmup_steps, minimum=1)
     check_rate("factor", factor)
+    return _noam(step, d_model, warmup_steps, factor)
+
+
+def _noam(step: int, d_model: int, warmup_steps: int, factor: float) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
@@ -57,6 +64,10 @@ def cosine_lr(step: int, lr: float, warmup_steps: int, decay_steps: int) -> floa
     check_rate("lr", lr)
     check_int("warmup_steps", warmup_steps, minimum=1)
     check_int("decay_steps", decay_steps, minimum=warmup_steps + 1)
+    return _cosine(step, lr, warmup_steps, decay_steps)
+
+
+def _cosine(step: int, lr: float, warmup_steps: int, decay_steps: int) -> float:
     if step <= warmup_steps:
         return lr * step / warmup_steps
     progress = min(1.0, (step - warmup_steps) / (decay_steps - warmup_steps))
@@ -82,12 +93,15 @@ def constant_lr(step: int, lr: float) -> float:
 
 def learning_rate(step: int, config: TrainConfig, d_model: int) -> float:
     """The learning rate of optimiser step ``step`` (from 1) under ``config``."""
-    if config.schedule == "noam":
-        return noam_lr(step, d_model, config.warmup_steps, config.lr_factor)
+    check_int("step", step, minimum=1)  # steps count from 1
+    check_int("d_model", d_model, minimum=1)
+    c = config  # validated when created: the formulas need no checks of its fields
+    if c.schedule == "noam":
+        return _noam(step, d_model, c.warmup_steps, c.lr_factor)
     # a TrainConfig has decay_steps whenever its schedule is "cosine" (check_train_config)
-    if config.schedule == "cosine" and config.decay_steps is not None:
-        return cosine_lr(step, config.lr, config.warmup_steps, config.decay_steps)
-    return constant_lr(step, config.lr)
+    if c.schedule == "cosine" and c.decay_steps is not None:
+        return _cosine(step, c.lr, c.warmup_steps, c.decay_steps)
+    return c.lr
 
 
 def set_lr(optimizer: Any, lr: float) -> None:
@@ -95,5 +109,10 @@ def set_lr(optimizer: Any, lr: float) -> None:
     ``step()`` on (how a schedule drives a ``torch.optim`` optimiser). ``lr`` may be 0 (the
     end of :func:`cosine_lr`)."""
     check_number("lr", lr, minimum=0.0)
+    _set_lr(optimizer, lr)
+
+
+def _set_lr(optimizer: Any, lr: float) -> None:
+    """:func:`set_lr` without the check, for a rate from :func:`learning_rate`."""
     for group in optimizer.param_groups:
         group["lr"] = lr
