@@ -317,3 +317,22 @@ def test_configs_are_frozen_and_replace_validates():
     with pytest.raises(ValueError, match="layer_norm_eps must be a finite number"):
         dataclasses.replace(config, layer_norm_eps=float("nan"))
     assert Transformer(config).encoder.layers[0].config == config.layer
+
+
+TINY = dict(src_vocab_size=13, tgt_vocab_size=11, d_model=16, n_heads=2, d_ff=32,
+            n_encoder_layers=1, n_decoder_layers=1, max_len=20)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("d_model", 2**20), ("max_len", 10**10), ("d_ff", 10**10), ("n_decoder_layers", 10**9)],
+)
+def test_a_model_larger_than_memory_is_refused_naming_its_size(field, value) -> None:
+    config = TransformerConfig(**{**TINY, field: value})
+    with pytest.raises(ValueError, match=f"{field}={value}.*GiB"):
+        Transformer(config)
+
+
+def test_the_lower_bound_is_below_the_real_parameter_count() -> None:
+    model = Transformer(TransformerConfig(**TINY))
+    assert model.config.min_values <= sum(p.numel() for p in model.parameters()) + 16 * 20
