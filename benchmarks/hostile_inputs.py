@@ -1,6 +1,6 @@
 """Re-run the hostile-input campaign of issue #28 against the public API of lecturekit.
 
-Each case of ``benchmarks/hostile_cases.py`` (one careless or hostile call on a tiny model)
+Each case of ``tests/hostile/cases*.py`` (one careless or hostile call on a tiny model)
 runs in its own process with a wall-clock limit and is classified:
 
 * ``clear_error``: an exception whose message names the argument or the fix;
@@ -31,10 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# the repository (for lecturekit) and tests/ (the cases are a test asset: tests/hostile/)
+for _path in (ROOT, ROOT / "tests"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from benchmarks.hostile_cases import AREAS, CASES, Case  # noqa: E402
+from hostile.cases import AREAS, CASES, Case  # noqa: E402
 
 MARK = "HOSTILE_OUTCOME "
 KINDS = ("clear_error", "sensible_result", "hang", "crash", "silent_wrong", "obscure_error")

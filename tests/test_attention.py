@@ -313,3 +313,18 @@ def test_bad_construction():
         MultiHeadAttention(8, 2, backend="cuda")
     with pytest.raises(ValueError, match=r"dropout must be in \[0.0, 1.0\)"):
         MultiHeadAttention(8, 2, dropout=1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"scale": float("nan")}, "scale"),
+        ({"dropout_p": float("nan")}, "dropout_p"),
+        ({"attn_mask": torch.full((3, 3), float("inf"))}, "attn_mask"),
+        ({"attn_mask": torch.full((3, 3), float("nan"))}, "attn_mask"),
+    ],
+)
+def test_scaled_dot_product_attention_refuses_what_would_give_nan(kwargs, name) -> None:
+    x = torch.randn(1, 3, 4)
+    with pytest.raises(ValueError, match=name):
+        scaled_dot_product_attention(x, x, x, **kwargs)

@@ -10,6 +10,7 @@ included), finished flags, n-best lists and traces.
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -171,3 +172,21 @@ def test_beam_step_equals_a_stable_sort_of_all_candidates(seed: int) -> None:
             top_scores, beams, tokens = beam_step(scores, log_probs, n)
             assert torch.equal(beams * 7 + tokens, expected[:, :n])
             assert torch.equal(top_scores, expected_scores[:, :n])
+
+
+SRC = torch.tensor([[4, 5, 6], [7, 8, 0]])
+
+
+def test_a_beam_wider_than_the_search_space_is_exhaustive_and_fast(tiny_model):
+    """``beam_size=10**6`` over 3 steps gives exhaustive search's result without carrying a
+    million decoder rows (it used to run past any time limit)."""
+    from lecturekit.decoding.beam import exhaustive_search
+
+    start = time.perf_counter()
+    wide = beam_search(tiny_model, SRC[:1], beam_size=10**6, max_len=3, n_best=2)
+    assert time.perf_counter() - start < 30
+    full = exhaustive_search(tiny_model, SRC[:1], max_len=3, n_best=2)
+    assert [h.tokens for h in wide.hypotheses[0]] == [h.tokens for h in full.hypotheses[0]]
+    assert [h.score for h in wide.hypotheses[0]] == pytest.approx(
+        [h.score for h in full.hypotheses[0]]
+    )

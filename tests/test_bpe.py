@@ -141,3 +141,45 @@ def test_bad_input():
         pretokenize(f"a{SPACE}b")
     with pytest.raises(TypeError, match="text must be a str"):
         BPE.train(["ab"], 1).encode(3)
+
+
+@pytest.mark.parametrize("bad", [4.9, 4.0, "4", None])
+def test_bpe_decode_ids_refuses_non_integers(bad) -> None:
+    bpe = BPE.train(["low lower lowest"], num_merges=3)
+    with pytest.raises(TypeError, match="each id must be an int"):
+        bpe.decode_ids([bad])
+    assert bpe.decode_ids([4]) == bpe.decode([bpe.tokens[4]])  # ints still decode
+
+
+def test_bpe_decode_ids_accepts_integer_tensors() -> None:
+    import torch
+
+    bpe = BPE.train(["low lower lowest"], num_merges=3)
+    ids = bpe.encode_ids("low lower")
+    assert bpe.decode_ids(torch.tensor(ids)) == bpe.decode_ids(ids) == "low lower"
+    with pytest.raises(TypeError, match="each id must be an int"):
+        bpe.decode_ids(torch.tensor([4.9]))
+
+
+@pytest.mark.parametrize("min_count", [float("nan"), 2.5, 0, None])
+def test_bpe_min_count_must_be_a_positive_int(min_count) -> None:
+    with pytest.raises((TypeError, ValueError), match="min_count must be"):
+        BPE.train(["low lower"], num_merges=2, min_count=min_count)
+
+
+def test_bpe_train_and_from_dict_name_their_argument() -> None:
+    with pytest.raises(TypeError, match="corpus must be an iterable of texts"):
+        BPE.train(None, num_merges=2)
+    with pytest.raises(ValueError, match="state must have the keys 'alphabet' and 'merges'"):
+        BPE.from_dict({})
+    with pytest.raises(TypeError, match="state must be a dict"):
+        BPE.from_dict(None)
+    bpe = BPE.train(["low lower lowest"], num_merges=3)
+    assert BPE.from_dict(bpe.to_dict()) == bpe
+
+
+def test_bpe_from_dict_names_a_merge_that_is_not_a_pair() -> None:
+    from lecturekit.data import BPE
+
+    with pytest.raises(ValueError, match=r"merges'\]\[0\]"):
+        BPE.from_dict({"alphabet": ["a"], "merges": [["a"]]})

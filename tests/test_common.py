@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from torch import nn
 
+import lecturekit
 from lecturekit._common import (
     check_bool,
     check_choice,
@@ -14,6 +16,7 @@ from lecturekit._common import (
     check_type,
     eval_mode,
 )
+from lecturekit.chapters import ch01_rnn, ch04_nat, ch06_copy
 
 NAN = float("nan")
 INF = float("inf")
@@ -139,3 +142,83 @@ def test_device_memory_reads_this_machine():
     expected = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert device_memory("cpu") == expected
     assert device_memory("meta") is None
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: lecturekit.TrainConfig(epochs=0), ValueError, "epochs must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(epochs=2.0),
+            TypeError,
+            "epochs must be an int",
+        ),
+        (lambda: lecturekit.noam_lr(0, 8), ValueError, "step must be >= 1"),
+        (
+            lambda: lecturekit.TrainConfig(schedule="linear"),
+            ValueError,
+            "schedule must be one of",
+        ),
+        (
+            lambda: lecturekit.label_smoothed_nll(
+                torch.zeros(2, 5), torch.zeros(2, dtype=torch.long), smoothing=1.0
+            ),
+            ValueError,
+            r"smoothing must be in \[0.0, 1.0\)",
+        ),
+        (
+            lambda: lecturekit.greedy(None, None, 0),
+            ValueError,
+            "max_len must be >= 1, got 0",
+        ),
+        # the chapter experiments report bad input the same way
+        (lambda: ch06_copy.guided_attention_penalty(3, 4, g=NAN), ValueError, "g must be a finite"),
+        (  # g = 0 would divide by zero: a NaN loss, not an error
+            lambda: ch06_copy.guided_attention_loss(
+                torch.full((1, 2, 2), 0.5), torch.tensor([2]), torch.tensor([2]), g=0.0
+            ),
+            ValueError,
+            r"g must be > 0, got 0.0",
+        ),
+        (lambda: ch06_copy.AttentionToySeq2Seq(0), ValueError, "vocab_size must be >= 1, got 0"),
+        (
+            lambda: ch06_copy.stretch_batch(torch.Generator(), min_len=5, max_len=3),
+            ValueError,
+            "max_len must be >= 5, got 3",
+        ),
+        (
+            lambda: ch04_nat.NonAutoregressiveTable.fit([["a"]]).sample(2.0),
+            TypeError,
+            "n must be an int",
+        ),
+        (lambda: ch01_rnn.make_rnn_weights(4, 2, gain=0.0), ValueError, "gain must be > 0"),
+    ],
+)
+def test_one_validation_style_across_the_package(call, error, words) -> None:
+    """Every part reports bad input the same way: '<name> must be <what>, got <value>'."""
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_one_token_id_check_names_the_first_bad_id_and_where() -> None:
+    """``check_token_ids`` (shared by the model, the masks, the chapters and the training
+    checks) reports the first id outside the vocabulary in reading order, with its place."""
+    from lecturekit._common import check_token_ids
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        tokens = torch.randint(-2, 9, (3, 4), generator=generator)
+        bad = [(i, j) for i in range(3) for j in range(4) if not 0 <= tokens[i, j] < 7]
+        if not bad:
+            check_token_ids("ids", tokens, 7)
+            continue
+        i, j = bad[0]
+        expected = (
+            rf"ids ids must be in \[0, 7\), got {int(tokens[i, j])} \(row {i}, position {j}\)"
+        )
+        with pytest.raises(ValueError, match=expected):
+            check_token_ids("ids", tokens, 7)
+    with pytest.raises(ValueError, match=r"tokens must have shape \(B,\) and not be empty"):
+        check_token_ids("tokens", torch.zeros(2, 1, dtype=torch.long), shape="(B,)")
+    with pytest.raises(ValueError, match=r"got 5 \(row 1\); shrink it"):
+        check_token_ids("x", torch.tensor([0, 5]), 5, shape="(B,)", fix="shrink it")

@@ -144,3 +144,27 @@ def test_bucket_sampler_refuses_lengths_that_are_not_ints():
     with pytest.raises(ValueError, match="lengths must be a non-empty list"):
         BucketBatchSampler("57", 2)
     assert list(BucketBatchSampler(torch.tensor([3, 1, 2]), 3, shuffle=False)) == [[1, 2, 0]]
+
+
+def test_make_loader_refuses_batch_size_zero_on_both_paths() -> None:
+    pairs = [([4, 5], [6]), ([5], [6, 7])]
+    for bucket in (True, False):
+        with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+            make_loader(pairs, batch_size=0, bucket=bucket)
+    with pytest.raises(TypeError, match="bucket must be True or False"):
+        make_loader(pairs, batch_size=2, bucket="no")
+
+
+def test_collate_refuses_pad_id_equal_to_eos_id() -> None:
+    from lecturekit.data import collate
+
+    with pytest.raises(ValueError, match="pad_id"):
+        collate([([4], [5])], pad_id=2, eos_id=2)
+
+
+@pytest.mark.parametrize(("seqs", "pad_id"), [([[[1]], [2]], 0), ([[1], [2, 3]], 0.5)])
+def test_pad_sequences_refuses_non_int_ids_and_pad_id(seqs, pad_id) -> None:
+    from lecturekit.data import pad_sequences
+
+    with pytest.raises(TypeError, match="seqs|pad_id"):
+        pad_sequences(seqs, pad_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -158,3 +159,51 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_the_build(monkeypatch, 
         load_lexicon()
     with pytest.raises(ValueError, match="directory: .* is a file, not a folder"):
         load_lexicon(a_file / "below")  # a file above the folder
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_train": 10**10}, r"n_train must be in \[1, 1000000\], got 10000000000"),
+        ({"n_train": 0}, r"n_train must be in \[1, 1000000\], got 0"),
+        ({"n_valid": -1}, r"n_valid must be in"),
+        ({"n_train": 999_999, "n_test": 10}, r"n_train \+ n_valid \+ n_test must be at most"),
+        ({"n_train": "5"}, r"n_train must be an int"),
+    ],
+)
+def test_the_pinyin_task_refuses_sizes_before_loading_anything(
+    kwargs, message, monkeypatch
+) -> None:
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("the lexicon was loaded before the sizes were checked")
+
+    monkeypatch.setattr(pinyin_data, "split_lexicon", must_not_load)
+    start = time.monotonic()
+    with pytest.raises((TypeError, ValueError), match=message):
+        make_task("pinyin", **kwargs)
+    assert time.monotonic() - start < 1.0
+
+
+ENTRIES = [("银行", 30), ("行走", 5), ("学", 80)]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"",  # 0 bytes: read as an empty lexicon before
+        lambda data: data[: len(data) // 2],  # cut short
+        lambda data: data.replace(b"30", b"31"),  # an edited frequency
+        lambda data: data.split(b"\n", 1)[1],  # no header (a file of the old layout)
+    ],
+    ids=["empty", "truncated", "edited", "headerless"],
+)
+def test_a_damaged_lexicon_cache_is_rebuilt(damage, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(pinyin_data, "_jieba_entries", lambda: ENTRIES)
+    built = pinyin_data.load_lexicon(tmp_path)
+    assert len(built) == 3
+    (cached,) = tmp_path.glob("pinyin-lexicon-*.tsv")
+    cached.write_bytes(damage(cached.read_bytes()))
+    with pytest.warns(RuntimeWarning, match="damaged; rebuilding"):
+        assert pinyin_data.load_lexicon(tmp_path) == built
+    monkeypatch.setattr(pinyin_data, "_build_lexicon", lambda: pytest.fail("rebuilt twice"))
+    assert pinyin_data.load_lexicon(tmp_path) == built  # the rewritten cache verifies

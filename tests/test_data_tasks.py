@@ -207,3 +207,17 @@ def test_oversized_requests_fail_before_drawing(name, sizes, pattern, monkeypatc
     monkeypatch.setattr(tasks, "_draw_distinct", no_drawing)
     with pytest.raises(ValueError, match=pattern):
         make_task(name, *sizes)
+
+
+@pytest.mark.parametrize("name", [["copy"], None, 3])
+def test_make_task_name_must_be_a_str(name) -> None:
+    with pytest.raises(TypeError, match="name must be a task name"):
+        make_task(name)
+
+
+def test_an_empty_task_says_why_it_has_no_max_len() -> None:
+    empty = make_task("copy", n_train=0, n_valid=0, n_test=0)
+    for side in ("src", "tgt"):
+        with pytest.raises(ValueError, match=rf"max_{side}_len of task 'copy' is undefined"):
+            getattr(empty, f"max_{side}_len")
+    assert make_task("copy", n_train=3, n_valid=0, n_test=0).max_src_len >= 1

@@ -1,7 +1,15 @@
 import pytest
 import torch
 
-from lecturekit.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharVocab, Vocab, WordVocab
+from lecturekit.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    CharVocab,
+    Vocab,
+    WordVocab,
+)
 
 
 def test_special_ids_match_transformer_config_defaults():
@@ -68,3 +76,24 @@ def test_dict_round_trip_and_equality():
     assert CharVocab("ab") != CharVocab("ba")
     with pytest.raises(ValueError, match="kind"):
         Vocab.from_dict({"kind": "bytes", "tokens": []})
+
+
+@pytest.mark.parametrize(
+    ("vocab_class", "token"), [(CharVocab, "ab"), (WordVocab, "big dog"), (WordVocab, "dog\n")]
+)
+def test_a_token_no_text_encodes_to_is_refused(vocab_class, token) -> None:
+    with pytest.raises(ValueError, match=r"every token must be a single") as raised:
+        vocab_class(["x", token])
+    assert f"got {token!r}" in str(raised.value)
+
+
+def test_every_token_of_a_vocabulary_round_trips() -> None:
+    """The property the refusal protects: encoding a token's own text gives its id."""
+    for vocab in (CharVocab(["a", "两"]), WordVocab(["big", "dog", "今天"])):
+        for index, token in enumerate(vocab.itos[4:], start=4):
+            assert vocab.encode(token) == [index]
+
+
+def test_vocab_from_dict_names_bad_tokens() -> None:
+    with pytest.raises(TypeError, match=r"state\['tokens'\] must be a list of token strings"):
+        Vocab.from_dict({"kind": "char", "tokens": None})

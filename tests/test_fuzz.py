@@ -1,7 +1,7 @@
 """Fuzzing the public entry points: every input gives a clear error or a finite result.
 
 A clear error is a ``TypeError`` or ``ValueError`` whose message names the argument at fault
-(the fix is part of each message; tests/test_bad_input.py and the module tests check those
+(the fix is part of each message; the unit tests of each module check those
 texts). Hypothesis runs derandomized (the same examples on every run) and few examples per
 entry point, so the whole file takes a few seconds.
 """

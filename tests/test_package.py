@@ -345,3 +345,24 @@ def test_readme_package_map_matches_the_tree() -> None:
         assert modules <= named, f"{folder}/ modules missing from its row: {modules - named}"
         public = set(importlib.import_module(package).__all__)
         assert named <= modules | public, f"{folder}/ row names {named - modules - public}"
+
+
+BOOK_EXTRA_BLOCKED = """
+import sys
+for name in ("sphinx", "playwright", "bs4"):
+    sys.modules[name] = None  # any import of the book extra now fails
+import pytest
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", {path!r}]))
+"""
+
+
+def test_mask_tests_run_without_the_book_extra() -> None:
+    """tests/conftest.py and tests/_tiny_model.py import nothing from the ``book`` extra, so
+    ``pytest tests/test_masks.py`` runs (and reports) where sphinx, playwright, bs4 are absent."""
+    code = BOOK_EXTRA_BLOCKED.format(path=str(ROOT / "tests" / "test_masks.py"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert re.search(r"\d+ passed", done.stdout), done.stdout[-2000:]

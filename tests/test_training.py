@@ -484,3 +484,33 @@ def test_check_weights_names_the_update_that_broke_them() -> None:
         check_weights([torch.ones(2), torch.tensor([float("inf")])], 4, 0.1)
     with pytest.raises(FloatingPointError, match=r"became nan after the update of step 2"):
         check_weights([torch.tensor([float("nan")])], 2, 0.1)
+
+
+@pytest.mark.parametrize("bad", [50, 11, -100, -1])
+def test_label_smoothed_nll_names_a_label_outside_the_vocabulary(bad) -> None:
+    logits = torch.randn(2, 3, 11)
+    target = torch.tensor([[4, 5, 0], [6, bad, 7]])
+    with pytest.raises(ValueError, match=rf"target must hold ids in \[0, 11\).*got {bad} at"):
+        label_smoothed_nll(logits, target)
+    if bad < 0:  # the fix the message suggests works
+        ok = label_smoothed_nll(logits, target, ignore_index=bad)
+        assert torch.isfinite(ok)
+
+
+def test_label_smoothed_nll_refuses_float_targets() -> None:
+    with pytest.raises(TypeError, match="target must hold integer token ids"):
+        label_smoothed_nll(torch.randn(2, 5), torch.tensor([1.0, 2.0]))
+
+
+def test_a_bad_label_in_a_later_batch_is_named_by_fit(make_tiny_model) -> None:
+    """The first batches are fine; batch 3 has a label outside the output vocabulary."""
+    from lecturekit.data import collate
+    from lecturekit.training import TrainConfig, fit
+
+    model = make_tiny_model()
+    good = [([4, 5, 6], [4, 5, 6])] * 4
+    bad = [([4, 5, 6], [4, 50, 6])] * 4
+    batches = [collate(good), collate(good), collate(bad)]
+    with pytest.raises(ValueError, match=r"must be in \[0, 11\).*got 50") as raised:
+        fit(model, batches, valid=None, config=TrainConfig(epochs=1, lr=1e-3, warmup_steps=1))
+    assert "IndexError" not in repr(raised.value)

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from benchmarks.hostile_cases import error, result, tmp
+from hostile.cases import error, result, tmp
 
 PAIRS = [
     ("wo ai bei jing", "我爱北京"),

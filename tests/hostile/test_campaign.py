@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.hostile_cases import AREAS, CASES
 from benchmarks.hostile_inputs import classify
+from hostile.cases import AREAS, CASES, Case
 
 SAMPLE = {
     "model_d_model_1048576": "clear_error",
@@ -43,8 +43,6 @@ def test_a_sample_case_gets_its_expected_outcome(
 
 
 def test_the_classifier_tells_an_obscure_error_and_a_silent_wrong_result() -> None:
-    from benchmarks.hostile_cases import Case
-
     def obscure() -> None:
         raise IndexError("index 50 is out of bounds for dimension 0 with size 11")
 

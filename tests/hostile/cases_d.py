@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from benchmarks.hostile_cases import (
+from hostile.cases import (
     INF,
     LN,
     NAN,

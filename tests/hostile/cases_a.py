@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.hostile_cases import (
+from hostile.cases import (
     INF,
     NAN,
     PAIRS,

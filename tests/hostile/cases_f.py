@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.hostile_cases import PAIRS, TINY, error, fit, result, src, tiny, tmp
+from hostile.cases import PAIRS, TINY, error, fit, result, src, tiny, tmp
 
 
 def _t():

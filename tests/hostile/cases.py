@@ -196,5 +196,5 @@ def fresh_cache(run: Callable[[Path], Any]) -> Callable[[], Any]:
 
 
 # the case list itself lives in the per-area modules below so that each stays short
-from benchmarks import hostile_cases_a, hostile_cases_b, hostile_cases_c, hostile_cases_d  # noqa: E402, F401, I001
-from benchmarks import hostile_cases_e, hostile_cases_f  # noqa: E402, F401, I001
+from hostile import cases_a, cases_b, cases_c, cases_d  # noqa: E402, F401, I001
+from hostile import cases_e, cases_f  # noqa: E402, F401, I001

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.hostile_cases import (
+from hostile.cases import (
     NAN,
     error,
     flipped,

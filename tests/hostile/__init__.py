@@ -1,0 +1,2 @@
+"""The hostile-input cases (issues #28 and #45): a test asset, run by tests/hostile/test_campaign.py
+and by benchmarks/hostile_inputs.py."""
