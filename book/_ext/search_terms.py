@@ -314,12 +314,14 @@ def _reading_order(app: Sphinx, env: BuildEnvironment) -> list[str]:
 
 def chapter_docname(label: str, docnames: list[str]) -> str:
     """The page of the glossary's 首次出现 column: ``"第 6 章"`` -> ``notebooks/06_…``,
-    ``"综合项目"`` -> ``notebooks/capstone_…``, ``"附录"`` -> ``notebooks/…appendix``."""
+    ``"综合项目"`` -> ``notebooks/capstone_…``, ``"调试实验"`` -> ``notebooks/lab_…``, ``"附录"`` -> ``notebooks/…appendix``."""
     number = re.fullmatch(r"第\s*(\d+)\s*章", label.strip())
     if number:
         found = [d for d in docnames if d.startswith(f"notebooks/{int(number.group(1)):02d}_")]
     elif label.strip() == "综合项目":
         found = [d for d in docnames if d.startswith("notebooks/capstone_")]
+    elif label.strip() == "调试实验":
+        found = [d for d in docnames if d.startswith("notebooks/lab_")]
     else:
         found = [d for d in docnames if d.startswith("notebooks/") and "appendix" in d]
     if len(found) != 1:

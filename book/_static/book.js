@@ -104,7 +104,11 @@
   function watchFigures() {
     document.addEventListener("click", function (event) {
       var img = event.target.closest && event.target.closest("img.lk-zoomable");
-      if (img) openViewer(img);
+      if (img) {
+        // a 2x figure sits in a link to its file (Sphinx links a resized image): stay here
+        event.preventDefault();
+        openViewer(img);
+      }
     });
     document.addEventListener("keydown", function (event) {
       var img = event.target.closest && event.target.closest("img.lk-zoomable");
