@@ -4,7 +4,10 @@ passes the healthy model, and the find-the-bug checker accepts only the hidden b
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import math
+import sys
 
 import pytest
 import torch
@@ -47,33 +50,57 @@ def _model_probes() -> dict[str, object]:
         "causality_probe": lambda m: D.causality_probe(m, src, tgt),
         "mask_sanity": lambda m: D.mask_sanity(m, src, tgt),
         "attention_reference_check": lambda m: D.attention_reference_check(),
+        "attention_module_check": D.attention_module_check,
         "permutation_probe": lambda m: D.permutation_probe(m, src),
         "padding_probe": lambda m: D.padding_probe(m, batch.src, batch.tgt_in),
+        "encoder_padding_probe": lambda m: D.encoder_padding_probe(m, batch.src),
         "layernorm_axis_check": lambda m: D.layernorm_axis_check(m, src, tgt),
         "residual_probe": lambda m: D.residual_probe(m, src, tgt),
         "embedding_scale_check": lambda m: D.embedding_scale_check(m, src),
         "initial_loss_check": lambda m: D.initial_loss_check(m, batch),
+        "cache_consistency_probe": lambda m: D.cache_consistency_probe(m, src),
+        "weight_tie_check": D.weight_tie_check,
     }
 
 
-# the probes of a model alone, and which of them each forward-pass bug trips
+# the probes of a model alone, and which of them each forward-pass bug trips (any future
+# leak also makes cached decoding differ from recomputing the prefix)
+_LEAK = {"causality_probe", "cache_consistency_probe"}
 EXPECTED = {
-    "causal_mask_missing": {"causality_probe", "mask_sanity"},
-    "causal_mask_inverted": {"causality_probe", "mask_sanity", "attention_reference_check"},
-    "no_scaling": {"attention_reference_check"},
-    "softmax_query_axis": {
-        "causality_probe",
+    "causal_mask_missing": {"causality_probe", "mask_sanity"},  # the cached path masks
+    "causal_mask_inverted": _LEAK | {"mask_sanity", "attention_reference_check"},
+    "causal_mask_off_by_one": {"causality_probe", "mask_sanity", "attention_reference_check"},
+    "no_scaling": {"attention_reference_check", "attention_module_check"},
+    "softmax_query_axis": _LEAK
+    | {
         "mask_sanity",
         "attention_reference_check",
+        "attention_module_check",
         "padding_probe",  # NaN on a padded batch: a fully masked key column
+        "encoder_padding_probe",
         "initial_loss_check",
     },
-    "source_padding_missing": {"padding_probe"},
+    "heads_split_reshape": _LEAK
+    | {"attention_module_check", "padding_probe", "encoder_padding_probe"},
+    "source_padding_missing": {"padding_probe", "encoder_padding_probe"},
+    "cross_padding_missing": {"padding_probe"},
     "positions_missing": {"permutation_probe"},
-    "layernorm_wrong_axis": {"causality_probe", "padding_probe", "layernorm_axis_check"},
+    "kv_cache_no_offset": {"cache_consistency_probe"},
+    "layernorm_wrong_axis": _LEAK
+    | {"padding_probe", "encoder_padding_probe", "layernorm_axis_check"},
     "residual_missing": {"residual_probe"},
     "embedding_not_scaled": {"embedding_scale_check"},
     "tied_embedding_std1": {"initial_loss_check"},
+    "tie_broken": {"weight_tie_check"},
+}
+# the bugs outside the model's forward pass: no probe of a fresh model sees them
+TRAINING_BUGS = {
+    "loss_counts_padding",
+    "loss_on_probabilities",
+    "labels_not_shifted",
+    "dropout_at_decoding",
+    "post_ln_no_warmup",
+    "beam_summed_log_prob",
 }
 
 
@@ -82,7 +109,31 @@ def test_every_bug_names_an_existing_diagnostic_and_its_own_switch():
     for name, bug in bugs.BUGS.items():
         assert bug.name == name and bug.line and bug.where.startswith("lecturekit.")
         assert bug.diagnostic in D.__all__, bug.diagnostic
-    assert set(bugs.MYSTERY_POOL) <= set(EXPECTED)
+    assert set(bugs.MODEL_BUGS) <= set(EXPECTED)
+    assert set(EXPECTED) | TRAINING_BUGS == set(bugs.BUGS)
+
+
+@pytest.mark.parametrize("name", sorted(bugs.BUGS))
+def test_every_bug_quotes_the_healthy_line_of_the_code_it_changes(name):
+    """The healthy line a bug's entry prints is in the source of the object it names."""
+    bug = bugs.BUGS[name]
+    parts = bug.where.split(".")
+    module_name = next(
+        ".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in sys.modules
+    )
+    target: object = importlib.import_module(module_name)
+    for attribute in parts[len(module_name.split(".")) :]:
+        target = getattr(target, attribute)
+    holder = target if inspect.isfunction(target) else importlib.import_module(module_name)
+    assert bug.healthy in inspect.getsource(holder), (name, bug.healthy)
+    assert bug.line != bug.healthy
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_BUGS))
+def test_the_training_bugs_leave_a_fresh_model_passing_every_model_probe(make_tiny_model, name):
+    with bugs.plant(name):
+        model = make_tiny_model(tie_embeddings=True)
+        assert not [p for p, run in _model_probes().items() if run(model).flagged]
 
 
 def test_the_healthy_model_passes_every_model_probe(make_tiny_model):
@@ -235,30 +286,64 @@ def test_diagnosis_prints_a_verdict_without_numbers(make_tiny_model):
     assert text.startswith("causality_probe: passed (") and not any(c.isdigit() for c in text)
 
 
-def test_mystery_hides_different_bugs_and_the_checker_accepts_only_the_hidden_one(capsys):
-    assert len({bugs.mystery_bug(s) for s in range(len(bugs.MYSTERY_POOL))}) == len(
-        bugs.MYSTERY_POOL
-    )
+def test_mystery_flag_patterns_need_reasoning(make_tiny_model):
+    """No mystery's flag pattern is a row of the lab's table: case 1 hides a bug left out of
+    it (mask_sanity's message and the mask picture name it), case 2's two bugs flag their
+    union, case 3 passes every probe of a model."""
+    patterns, message = {}, ""
+    for case in (1, 2, 3):
+        with bugs.mystery(case):
+            model = make_tiny_model(tie_embeddings=True)
+            patterns[case] = {p for p, run in _model_probes().items() if run(model).flagged}
+            if case == 1:
+                message = D.mask_sanity(model, *_unpadded()).message
+    table = [EXPECTED[name] for name in bugs.MODEL_BUGS]
+    assert "causal_mask_off_by_one" not in bugs.MODEL_BUGS
+    assert patterns[1] == EXPECTED["causal_mask_off_by_one"] and patterns[1] not in table
+    assert message == "未来的位置有权重"  # the inverted mask reports three problems
+    assert patterns[2] == EXPECTED["causal_mask_missing"] | EXPECTED["source_padding_missing"]
+    assert patterns[2] not in list(EXPECTED.values())
+    assert patterns[3] == set()
+
+
+def test_mystery_refuses_an_unknown_case():
+    with pytest.raises(ValueError, match="case"), bugs.mystery(4):
+        pass
+
+
+def test_the_checkers_accept_only_the_hidden_bugs(capsys):
     ids = list_exercises(chapter=LAB)
-    assert len(ids) >= 2
-    hidden = [get_exercise(i).reference for i in ids]
-    assert len(set(hidden)) == len(hidden)
-    for exercise_id, right in zip(ids, hidden, strict=True):
+    assert ids == ["lab.find_bug_1", "lab.find_bug_2", "lab.find_bug_3"]
+    one, pair, three = (get_exercise(i).reference for i in ids)
+    for exercise_id, right in (("lab.find_bug_1", one), ("lab.find_bug_3", three)):
         assert check(exercise_id, right)
+        assert check(exercise_id, _AlwaysEqual(right))  # a str subclass: its plain value counts
         for other in sorted(set(bugs.BUGS) - {right}):
             assert not check(exercise_id, other)
         output = capsys.readouterr().out
-        assert f"期望 {right!r}" not in output  # a wrong guess does not reveal the answer
+        assert f"期望 {right!r}" not in output and f"{right}" not in output.split("藏着的不是")[0]
+    assert check("lab.find_bug_2", list(pair))
+    assert check("lab.find_bug_2", tuple(reversed(pair)))
+    capsys.readouterr()
+    wrong = [
+        pair[0],  # one name as a str
+        [pair[0]],  # one of the two
+        [pair[0], pair[0]],  # the same name twice
+        [pair[0], "softmax_query_axis"],  # one right, one wrong
+        [*pair, "no_scaling"],  # a third name
+        ["causal_mask_inverted", "cross_padding_missing"],  # both wrong
+        [pair[0], "typo"],
+        {"a": pair[0], "b": pair[1]},  # a dict
+        [pair[0], 3],  # a name and a number
+        None,
+    ]
+    for answer in wrong:
+        assert not check("lab.find_bug_2", answer), answer
+    output = capsys.readouterr().out
+    assert "请给出正好两个不同的名字" in output and "不都对" in output
+    assert "不是已知的 bug 名字" in output and "两个名字组成的列表" in output
     show(ids[0])
     assert "（调试实验）" in capsys.readouterr().out
-
-
-def test_the_mystery_block_plants_its_bug(make_tiny_model):
-    src, tgt = _unpadded()
-    model = make_tiny_model()
-    with bugs.mystery(3):
-        flagged = {p for p, run in _model_probes().items() if run(model).flagged}
-    assert flagged == EXPECTED[bugs.mystery_bug(3)]
 
 
 def _nan_probes() -> dict[str, object]:
@@ -361,14 +446,15 @@ class _AlwaysEqual(str):
 
 
 def test_a_str_subclass_that_claims_equality_is_read_as_its_plain_value(capsys):
-    for exercise_id in list_exercises(chapter=LAB):
+    for exercise_id in ("lab.find_bug_1", "lab.find_bug_3"):
         hidden = get_exercise(exercise_id).reference
         wrong = next(name for name in sorted(bugs.BUGS) if name != hidden)
         assert check(exercise_id, _AlwaysEqual(wrong)) is False
         assert "藏着的不是" in capsys.readouterr().out
         assert check(exercise_id, _AlwaysEqual("no_such_bug")) is False
         assert "不是已知的 bug 名字" in capsys.readouterr().out
-        assert check(exercise_id, _AlwaysEqual(hidden)) is True  # the right name still passes
+    pair = get_exercise("lab.find_bug_2").reference
+    assert check("lab.find_bug_2", [_AlwaysEqual(pair[0]), _AlwaysEqual("no_scaling")]) is False
 
 
 @pytest.mark.parametrize("name", ["causal_mask_inverted", "residual_missing", "no_scaling"])

@@ -7,9 +7,14 @@ stay in ``value``), so a printed verdict reads the same on any machine.
   not move (a missing or inverted causal mask, softmax over queries, LayerNorm over time).
 * :func:`mask_sanity` and :func:`mask_picture`: who may attend to whom, at one glance.
 * :func:`attention_reference_check`: attention against a float64 reference, forward and
-  gradients, plus ``torch.autograd.gradcheck``.
+  gradients, plus ``torch.autograd.gradcheck``; :func:`attention_module_check`: each
+  attention module against ``nn.MultiheadAttention`` with the same weights.
 * :func:`permutation_probe`: without positions the encoder is permutation-equivariant.
-* :func:`padding_probe`, :func:`loss_padding_probe`: extra padding must change nothing.
+* :func:`padding_probe`, :func:`encoder_padding_probe`, :func:`loss_padding_probe`: extra
+  padding must change nothing; :func:`loss_reference_check`: the loss against
+  ``F.cross_entropy``.
+* :func:`cache_consistency_probe`: decoding with and without the KV cache must agree;
+  :func:`weight_tie_check`: a tied output projection is the embedding, not a copy.
 * :func:`initial_loss_check`, :func:`label_shift_check`, :func:`layernorm_axis_check`,
   :func:`residual_probe`, :func:`embedding_scale_check`, :func:`determinism_probe`,
   :func:`warmup_check`, :func:`beam_ranking_check`, :func:`free_running_check`,
@@ -30,6 +35,13 @@ from torch import Tensor, nn
 from lecturekit._common import check_int, eval_mode
 from lecturekit.decoding.search import greedy
 from lecturekit.lab._attention_check import attention_reference_check
+from lecturekit.lab._component_checks import (
+    attention_module_check,
+    cache_consistency_probe,
+    encoder_padding_probe,
+    loss_reference_check,
+    weight_tie_check,
+)
 from lecturekit.lab._verdict import (
     TOLERANCE,
     Diagnosis,
@@ -51,15 +63,20 @@ __all__ = [
     "mask_sanity",
     "mask_picture",
     "attention_reference_check",
+    "attention_module_check",
     "permutation_probe",
     "padding_probe",
+    "encoder_padding_probe",
     "loss_padding_probe",
+    "loss_reference_check",
     "initial_loss_check",
     "label_shift_check",
     "layernorm_axis_check",
     "residual_probe",
     "embedding_scale_check",
+    "weight_tie_check",
     "determinism_probe",
+    "cache_consistency_probe",
     "warmup_check",
     "beam_ranking_check",
     "free_running_check",
@@ -259,8 +276,10 @@ def layernorm_axis_check(model: nn.Module, *inputs: Tensor) -> Diagnosis:
 def residual_probe(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
     """Zero the last linear layer of every sub-layer (attention ``out_proj``, FFN
     ``linear2``) in a copy of ``model``: with residual connections each block is then an
-    identity up to LayerNorm, so the logits still depend on the decoder input ``tgt (B, T)``;
-    without one, the input is cut off and changing it changes nothing."""
+    identity up to LayerNorm, so the memory still depends on the source ``src (B, S)`` and
+    the logits on the decoder input ``tgt (B, T)``; where a residual is missing, that input
+    is cut off and changing it changes nothing. Both halves are checked: the cross
+    attention is zeroed too, so the logits alone cannot see the encoder."""
     silent = copy.deepcopy(model)
     for module in silent.modules():
         for name in ("out_proj", "linear2"):
@@ -268,16 +287,20 @@ def residual_probe(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
             if isinstance(layer, nn.Linear):
                 layer.weight.zero_()
                 layer.bias.zero_()
-    changed = (tgt + 1).clamp(min=3) % model.config.tgt_vocab_size
-    changed = changed.clamp(min=3)
+    changed_tgt = (tgt + 1).clamp(min=3) % model.config.tgt_vocab_size
+    changed_src = (src + 1).clamp(min=3) % model.config.src_vocab_size
     with eval_mode(silent):
-        moved = _max_gap(silent(src, tgt), silent(src, changed))
-    return _gap(
+        decoder = _max_gap(silent(src, tgt), silent(src, changed_tgt.clamp(min=3)))
+        encoder = _max_gap(silent.encode(src), silent.encode(changed_src.clamp(min=3)))
+    if not (math.isfinite(decoder) and math.isfinite(encoder)):
+        return _not_finite("residual_probe", math.nan)
+    cut = [half for half, moved in (("编码器", encoder), ("解码器", decoder)) if moved < TOLERANCE]
+    return _diagnosis(
         "residual_probe",
-        moved,
-        True,
-        "子层输出清零后，解码器的输入不再影响输出：有残差连接断了",
-        "子层输出清零后，输入仍经残差连接到达输出",
+        bool(cut),
+        f"子层输出清零后，{'和'.join(cut)}的输入不再影响输出：那里有残差连接断了",
+        "子层输出清零后，编码器和解码器的输入仍经残差连接到达输出",
+        min(encoder, decoder),
     )
 
 
