@@ -160,14 +160,14 @@ def test_mask_picture_shows_the_three_masks(make_tiny_model):
     src, tgt = _unpadded()
     model = make_tiny_model()
     assert D.mask_picture(model, src, tgt[:, :3]).splitlines() == [
-        "query  0 ■··",
-        "query  1 ■■·",
-        "query  2 ■■■",
+        "查询  0 ■··",
+        "查询  1 ■■·",
+        "查询  2 ■■■",
     ]
     with bugs.plant("causal_mask_inverted"):
-        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ·■■"
+        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "查询  0 ·■■"
     with bugs.plant("causal_mask_missing"):
-        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "query  0 ■■■"
+        assert D.mask_picture(model, src, tgt[:, :3]).splitlines()[0] == "查询  0 ■■■"
 
 
 @pytest.mark.parametrize("name", sorted(bugs.BUGS))
@@ -283,7 +283,7 @@ def test_gradient_norms_by_layer_names_every_layer(make_tiny_model):
 def test_diagnosis_prints_a_verdict_without_numbers(make_tiny_model):
     src, tgt = _unpadded()
     text = str(D.causality_probe(make_tiny_model(), src, tgt))
-    assert text.startswith("causality_probe: passed (") and not any(c.isdigit() for c in text)
+    assert text.startswith("causality_probe：放行（") and not any(c.isdigit() for c in text)
 
 
 def test_mystery_flag_patterns_need_reasoning(make_tiny_model):

@@ -20,7 +20,8 @@ TOLERANCE = 1e-4
 @dataclass(frozen=True)
 class Diagnosis:
     """The verdict of one probe: ``flagged`` (True = trouble found), ``message`` (Chinese,
-    no raw numbers) and the measured ``value`` behind it."""
+    no raw numbers) and the measured ``value`` behind it. Printed as ``probe：报警（…）``
+    (flagged) or ``probe：放行（…）`` (passed)."""
 
     probe: str
     flagged: bool
@@ -28,7 +29,7 @@ class Diagnosis:
     value: float
 
     def __str__(self) -> str:
-        return f"{self.probe}: {'flagged' if self.flagged else 'passed'} ({self.message})"
+        return f"{self.probe}：{'报警' if self.flagged else '放行'}（{self.message}）"
 
 
 def _diagnosis(probe: str, flagged: bool, bad: str, good: str, value: float) -> Diagnosis:

@@ -1,5 +1,6 @@
 """Diagnostics a practitioner runs on a Transformer that trains but misbehaves (the debugging
-lab after the capstone). Each probe returns a :class:`Diagnosis`: ``flagged`` True when it
+lab after the capstone). Each judging probe returns a :class:`Diagnosis` (``mask_picture``
+draws a picture and ``gradient_norms_by_layer`` measures): ``flagged`` True when it
 found the trouble it looks for, with a one-line message that carries no raw numbers (they
 stay in ``value``), so a printed verdict reads the same on any machine.
 
@@ -138,12 +139,12 @@ def mask_sanity(model: Transformer, src: Tensor, tgt: Tensor) -> Diagnosis:
 
 def mask_picture(model: Transformer, src: Tensor, tgt: Tensor) -> str:
     """Who may attend to whom in the first decoder layer, for the first sentence: a row per
-    query, ``■`` where the weight is above zero, ``·`` where it is exactly zero, ``?`` where it
+    query (``查询 0``, ...), ``■`` where the weight is above zero, ``·`` where it is exactly zero, ``?`` where it
     is NaN or inf (never drawn as a zero), with a last line saying so."""
     w = _decoder_self_weights(model, src[:1], tgt[:1])[0]  # (T, T)
     cell = {True: "■", False: "·"}
     rows = ["".join(cell[x > 0] if math.isfinite(x) else "?" for x in row) for row in w.tolist()]
-    lines = [f"query {i:>2} {row}" for i, row in enumerate(rows)]
+    lines = [f"查询 {i:>2} {row}" for i, row in enumerate(rows)]
     if not bool(torch.isfinite(w).all()):
         lines.append("? = 权重是 NaN/inf：先找出它从哪一步开始出现")
     return "\n".join(lines)

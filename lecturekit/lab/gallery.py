@@ -40,13 +40,13 @@ GALLERY_BUGS = (
 )
 GALLERY_PATH = Path(__file__).with_name("symptom_gallery.json")
 HEALTHY = "healthy"
-RECORD_EVERY = 10  # keep the loss of every 10th step
+RECORD_EVERY = 10  # keep the mean loss of every 10 steps
 
 
 @dataclass(frozen=True)
 class Symptom:
-    """One training run: ``bug`` (a name of ``BUGS`` or ``"healthy"``), the training loss
-    of every ``RECORD_EVERY``-th step (``losses``), and the greedy ``outputs`` on two test
+    """One training run: ``bug`` (a name of ``BUGS`` or ``"healthy"``), the mean training
+    loss of each ``RECORD_EVERY`` steps (``losses``), and the greedy ``outputs`` on two test
     sentences whose correct outputs are ``references``."""
 
     bug: str
@@ -79,7 +79,10 @@ def train_with_bug(bug: str, steps: int = 300, seed: int = 0) -> Symptom:
     return Symptom(
         bug=bug,
         steps=steps,
-        losses=[round(x, 3) for x in history.loss[RECORD_EVERY - 1 :: RECORD_EVERY]],
+        losses=[
+            round(sum(history.loss[i : i + RECORD_EVERY]) / RECORD_EVERY, 3)
+            for i in range(0, steps - RECORD_EVERY + 1, RECORD_EVERY)
+        ],
         outputs=[task.decode_tgt(t) for t in tokens],
         references=[task.decode_tgt(t) for _, t in pairs],
     )
