@@ -318,12 +318,16 @@ def test_the_checkers_accept_only_the_hidden_bugs(capsys):
     for exercise_id, right in (("lab.find_bug_1", one), ("lab.find_bug_3", three)):
         assert check(exercise_id, right)
         assert check(exercise_id, _AlwaysEqual(right))  # a str subclass: its plain value counts
+        assert check(exercise_id, f" {right}\n")  # copied with a stray space
+        for wrong in (None, [right], right.upper(), f"bugs.{right}", "no_such_bug"):
+            assert not check(exercise_id, wrong), wrong
+        capsys.readouterr()
         for other in sorted(set(bugs.BUGS) - {right}):
             assert not check(exercise_id, other)
-        output = capsys.readouterr().out
-        assert f"期望 {right!r}" not in output and f"{right}" not in output.split("藏着的不是")[0]
+        assert right not in capsys.readouterr().out  # a wrong guess does not reveal the answer
     assert check("lab.find_bug_2", list(pair))
     assert check("lab.find_bug_2", tuple(reversed(pair)))
+    assert check("lab.find_bug_2", [f"{pair[1]} ", pair[0]])
     capsys.readouterr()
     wrong = [
         pair[0],  # one name as a str

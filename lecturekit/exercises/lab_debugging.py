@@ -22,7 +22,7 @@ def _plain_name(got: Any) -> str | Problem:
     may lie, so its plain value is read), or the problem with it."""
     if not isinstance(got, str):
         return Problem("type", f"类型不对：每个名字应是 str，你给的是 {short(got)}")
-    name = str.__str__(got)
+    name = str.__str__(got).strip()  # a stray space or newline is not the mistake asked about
     return name if name in BUGS else Problem("type", f"{short(name)} {_UNKNOWN}")
 
 
