@@ -106,7 +106,9 @@ def _no_source_padding() -> list[Patch]:
 def _loss_counts_padding() -> list[Patch]:
     original = loop.label_smoothed_nll
 
-    def loss(logits: Tensor, target: Tensor, smoothing: float = 0.1, *rest: Any, **kw: Any):
+    def loss(
+        logits: Tensor, target: Tensor, smoothing: float = 0.1, *rest: Any, **kw: Any
+    ) -> Tensor:
         kw.pop("ignore_index", None)
         rest = rest[1:]  # drop a positional ignore_index
         return original(logits, target, smoothing, None, *rest, **kw)
@@ -139,7 +141,9 @@ def _no_positions() -> list[Patch]:
     return [(layers.SinusoidalPositionalEncoding, "forward", forward)]
 
 
-def _layernorm_sequence_axis(x: Tensor, shape: Any, weight: Tensor, bias: Tensor, eps: float):
+def _layernorm_sequence_axis(
+    x: Tensor, shape: Any, weight: Tensor, bias: Tensor, eps: float
+) -> Any:
     mean = x.mean(dim=1, keepdim=True)  # over the sequence (B, T, D): dim 1, not -1
     var = x.var(dim=1, keepdim=True, unbiased=False)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
@@ -206,13 +210,13 @@ def _tied_embedding_std1() -> list[Patch]:
 def _embedding_not_scaled() -> list[Patch]:
     original = Transformer._embed
 
-    def embed(self: Any, tokens: Tensor, embedding: Any, positions: Any, offset: int = 0):
+    def embed(self: Any, tokens: Tensor, embedding: Any, positions: Any, offset: int = 0) -> Tensor:
         class Unscaled(nn.Module):  # the same table, read without the sqrt(D) factor
             def forward(self, ids: Tensor) -> Tensor:
                 return embedding(ids) / math.sqrt(model_dim)
 
         model_dim = self.config.d_model
-        return original(self, tokens, Unscaled(), positions, offset)
+        return original(self, tokens, Unscaled(), positions, offset)  # type: ignore[arg-type]
 
     return [(Transformer, "_embed", embed)]
 
@@ -228,7 +232,7 @@ def _heads_split_reshape() -> list[Patch]:
 def _kv_cache_no_offset() -> list[Patch]:
     original = Transformer._embed
 
-    def embed(self: Any, tokens: Tensor, embedding: Any, positions: Any, offset: int = 0):
+    def embed(self: Any, tokens: Tensor, embedding: Any, positions: Any, offset: int = 0) -> Tensor:
         return original(self, tokens, embedding, positions, 0)  # every cached step at position 0
 
     return [(Transformer, "_embed", embed)]
@@ -261,7 +265,7 @@ def _loss_on_probabilities() -> list[Patch]:
 def _cross_padding_missing() -> list[Patch]:
     original = Transformer._decode
 
-    def decode(self: Any, tgt: Tensor, memory: Tensor, masks: dict[str, Any], *rest: Any):
+    def decode(self: Any, tgt: Tensor, memory: Tensor, masks: dict[str, Any], *rest: Any) -> Tensor:
         # the encoder still masks the padding; the cross attention no longer does
         return original(self, tgt, memory, dict(masks, memory_key_padding_mask=None), *rest)
 
