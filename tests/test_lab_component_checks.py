@@ -44,6 +44,10 @@ def test_loss_reference_check_flags_probabilities_padding_and_wrong_smoothing():
     assert unsmoothed.flagged and "F.cross_entropy" in unsmoothed.message
     nan = D.loss_reference_check(lambda lg, t: lg.sum() * math.nan, V)
     assert nan.flagged and "NaN" in nan.message
+    per_token = D.loss_reference_check(lambda lg, t: lg.mean(dim=-1), V)
+    assert per_token.flagged and "标量" in per_token.message
+    raises = D.loss_reference_check(lambda lg, t: t.foo, V)
+    assert raises.flagged and "AttributeError" in raises.message
 
 
 def test_weight_tie_check_passes_an_untied_model_and_flags_a_copied_tie(make_tiny_model):

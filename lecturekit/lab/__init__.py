@@ -1,6 +1,8 @@
 """The debugging lab (after the capstone): ``bugs``, the classic Transformer bugs, each planted
-into the course's own code by one switch (``plant(name)``), and ``diagnostics``, the probes
-that find them (causality, permutation, padding, initial loss, float64 reference, ...).
+into the course's own code by one switch (``plant(name)``); ``diagnostics``, the probes
+that find them (causality, permutation, padding, initial loss, float64 reference, per-module
+reference, cached against uncached decoding, ...); and ``gallery``, each bug's training curve
+and greedy output, shipped (``load_gallery``) and reproducible (``train_with_bug``).
 The lab's self-tests live with the others, in ``lecturekit.exercises.lab_debugging``.
 Names resolve lazily; every module's ``__all__`` is available here.
 """

@@ -108,7 +108,8 @@ def loss_reference_check(
     """``loss_fn(logits (B, T, V), target (B, T))`` (a mean over the real tokens) against
     ``F.cross_entropy`` with the same ``label_smoothing`` and ``ignore_index=pad_id``, on
     large random logits and a padded target: catches a loss fed probabilities (softmax
-    twice), one that counts padding, or one with the wrong smoothing."""
+    twice), one that counts padding, or one with the wrong smoothing. A ``loss_fn`` that
+    raises or returns no scalar is the finding, reported as a flagged verdict."""
     check_int("vocab_size", vocab_size, minimum=2)
     gen = torch.Generator().manual_seed(0)
     logits = 3.0 * torch.randn(3, 7, vocab_size, generator=gen)
@@ -121,11 +122,20 @@ def loss_reference_check(
         ignore_index=pad_id,
         label_smoothing=smoothing,
     )
-    with torch.no_grad():
-        got = loss_fn(logits, target)
+    try:
+        with torch.no_grad():
+            got = loss_fn(logits, target)
+    except Exception as err:  # noqa: BLE001 - the learner's loss failing is the finding
+        return Diagnosis(
+            "loss_reference_check", True, f"loss_fn 运行出错：{type(err).__name__}", math.nan
+        )
+    if not isinstance(got, Tensor | float) or (isinstance(got, Tensor) and got.numel() != 1):
+        return Diagnosis(
+            "loss_reference_check", True, "loss_fn 应返回一个标量（按符号平均的损失）", math.nan
+        )
     return _gap(
         "loss_reference_check",
-        _max_gap(torch.as_tensor(got, dtype=torch.float32), expected),
+        _max_gap(torch.as_tensor(got, dtype=torch.float32).reshape(()), expected),
         False,
         "损失与 F.cross_entropy 不一致：检查它收到的是不是 logits，以及填充和平滑",
         "损失与 F.cross_entropy（同样的平滑，忽略填充）一致",

@@ -127,6 +127,38 @@ for _kind in ("ignores_k", "tuple", "detached", "nan", "transposed", "raises"):
            lambda v: v.flagged)  # fmt: skip
 
 
+# ------------------------------------------------------------------ the component checks
+def _loss(kind: str):
+    def loss(logits: Any, target: Any) -> Any:
+        if kind == "tuple":
+            return logits.mean(), None
+        if kind == "per_token":
+            return logits.mean(dim=-1)
+        if kind == "none":
+            return None
+        raise KeyError("labels")
+
+    return loss
+
+
+for _kind in ("tuple", "per_token", "none", "raises"):
+    result("lab", f"loss_reference_check_{_kind}",
+           lambda k=_kind: _d().loss_reference_check(_loss(k), 11), lambda v: v.flagged)  # fmt: skip
+result("lab", "cache_consistency_probe_nan",
+       lambda: _d().cache_consistency_probe(_nan_model(), _t().tensor(SRC)), _flagged_nan)  # fmt: skip
+result("lab", "attention_module_check_nan",
+       lambda: _d().attention_module_check(_nan_model()), _flagged_nan)  # fmt: skip
+result("lab", "encoder_padding_probe_nan",
+       lambda: _d().encoder_padding_probe(_nan_model(), _t().tensor(SRC)), _flagged_nan)  # fmt: skip
+error("lab", "attention_module_check_no_attention",
+      lambda: _d().attention_module_check(_t().nn.Linear(4, 4)), "MultiHeadAttention")  # fmt: skip
+error("lab", "cache_consistency_probe_zero_steps",
+      lambda: _d().cache_consistency_probe(tiny(), _t().tensor(SRC), 0), "steps")  # fmt: skip
+error("lab", "mystery_unknown_case", lambda: _lab().mystery(0).__enter__(), "case")
+error("lab", "train_with_bug_unknown",
+      lambda: __import__("lecturekit.lab.gallery").lab.gallery.train_with_bug("typo"), "bug")  # fmt: skip
+
+
 # ------------------------------------------------------------------ training, checkpoints (12)
 def _fit_tensors(dtype: Any = None) -> Any:
     torch = _t()
