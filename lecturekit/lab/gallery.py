@@ -58,8 +58,9 @@ class Symptom:
 
 def train_with_bug(bug: str, steps: int = 300, seed: int = 0) -> Symptom:
     """Train a 2+2-layer model (``d_model`` 32) on 2,000 reverse examples for ``steps`` Adam
-    steps (batch 64, warm-up over the first sixth, cosine decay) with ``bug`` planted (``"healthy"``: none),
-    then decode the first two test sentences of 9 or more letters greedily. About 5 s."""
+    steps (batch 64, warm-up over the first sixth, cosine decay, seed ``seed``) with ``bug``
+    planted (``"healthy"``: none), then decode the first two test sentences of 9 or more
+    letters greedily (at most 14 tokens). About 5 s on one thread for 300 steps."""
     check_choice("bug", bug, (HEALTHY, *BUGS))
     check_int("steps", steps, minimum=2 * RECORD_EVERY)
     task = make_task("reverse", 2000, 100, 100, seed=0)
