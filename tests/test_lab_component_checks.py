@@ -167,3 +167,60 @@ def test_train_with_bug_trains_decodes_and_refuses_an_unknown_bug():
     assert all(math.isfinite(x) for x in symptom.losses) and len(symptom.outputs) == 2
     with pytest.raises(ValueError, match="bug must be one of"):
         gallery.train_with_bug("typo")
+
+
+def _unpadded_pair() -> tuple[torch.Tensor, torch.Tensor]:
+    tgt = torch.cat([torch.ones(3, 1, dtype=torch.long), _src()[:, :5]], dim=1)
+    return _src(), tgt
+
+
+def test_a_mystery_refusal_names_the_setting_not_the_hidden_bug(make_tiny_model):
+    src, tgt = _unpadded_pair()
+    with bugs.mystery(1), pytest.raises(ValueError) as hidden:
+        make_tiny_model(attention_backend="sdpa")(src, tgt)
+    message = str(hidden.value)
+    assert "attention_backend='math'" in message and "'sdpa'" in message
+    assert not any(name in message for name in bugs.BUGS), message
+    with bugs.plant("causal_mask_off_by_one"), pytest.raises(ValueError, match="off_by_one"):
+        make_tiny_model(attention_backend="sdpa")(src, tgt)  # planted openly: named again
+
+
+def test_layernorm_axis_check_refuses_a_model_without_nn_layernorm():
+    class SequenceNorm(torch.nn.Module):  # hand-written, over the sequence: the check is blind
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)
+
+    with pytest.raises(ValueError, match="nn.LayerNorm"):
+        D.layernorm_axis_check(SequenceNorm(), torch.randn(2, 5, 4))
+
+
+@pytest.mark.parametrize("name", ["no_scaling", "softmax_query_axis", "heads_split_reshape"])
+def test_attention_module_check_names_scaling_softmax_axis_and_heads(make_tiny_model, name):
+    with bugs.plant(name):
+        verdict = D.attention_module_check(make_tiny_model())
+    assert verdict.flagged
+    assert all(step in verdict.message for step in ("缩放", "softmax 的轴", "多头")), verdict
+
+
+def test_layernorm_wrong_axis_mixes_positions_of_a_sentence_not_sentences(make_tiny_model):
+    src, tgt = _unpadded_pair()
+    other = tgt.clone()
+    other[1:, 1:] = (other[1:, 1:] + 1) % V  # the other sentences change
+    later = tgt.clone()
+    later[0, -1] = (later[0, -1] + 1) % V  # a later token of sentence 0 changes
+    with bugs.plant("layernorm_wrong_axis") as bug, torch.no_grad():
+        model = make_tiny_model()
+        first = model(src, tgt)[0]
+        torch.testing.assert_close(model(src, other)[0], first)
+        assert not torch.allclose(model(src, later)[0, :-1], first[:-1])
+    assert "别的句子" not in bug.symptom
+
+
+@pytest.mark.parametrize("schedule", ["noam", "cosine"])
+def test_post_ln_no_warmup_uses_the_peak_rate_through_the_warmup(schedule):
+    config = small_train_config(schedule=schedule, warmup_steps=20, decay_steps=100)
+    peak = loop.learning_rate(20, config, 32)
+    with bugs.plant("post_ln_no_warmup"):
+        early = [loop.learning_rate(s, config, 32) for s in (1, 10, 20)]
+        later = loop.learning_rate(50, config, 32)
+    assert early == [peak] * 3 and later == loop.learning_rate(50, config, 32)

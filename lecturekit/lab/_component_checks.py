@@ -37,7 +37,8 @@ def attention_module_check(model: nn.Module) -> Diagnosis:
     """Every ``MultiHeadAttention`` in ``model`` against ``nn.MultiheadAttention`` holding
     the same weights (``qkv_proj`` has the layout of its ``in_proj_weight``), on a random
     self-attention input ``(2, 5, D)`` without a mask: the per-module reference check that
-    catches heads split or merged in the wrong layout."""
+    catches heads split or merged in the wrong layout, and any other step of the module
+    (scaling, the softmax axis) that differs; its message names the steps to check."""
     gaps = []
     for module in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
         reference = nn.MultiheadAttention(module.d_model, module.n_heads, batch_first=True)
@@ -54,7 +55,7 @@ def attention_module_check(model: nn.Module) -> Diagnosis:
         "attention_module_check",
         math.nan if any(math.isnan(g) for g in gaps) else max(gaps),
         False,
-        "与权重相同的 nn.MultiheadAttention 不一致：检查拆分、合并多头的形状变换",
+        "与权重相同的 nn.MultiheadAttention 不一致：检查缩放、softmax 的轴和拆分、合并多头",
         "每个注意力模块都与权重相同的 nn.MultiheadAttention 一致",
     )
 

@@ -33,16 +33,31 @@ def _no_causal_mask() -> list[Patch]:
     return [(layers.Decoder, "forward", forward)]
 
 
+# the bugs bugs.mystery plants now: a refusal must not give their names away
+HIDDEN: set[str] = set()
+
+
+def _refusal(bug: str, setting: str, keep: object, got: object) -> ValueError:
+    """The error of a model built with ``setting=got`` while ``bug`` (which changes the
+    ``setting=keep`` code only) is planted; it does not name a bug that ``mystery`` hides."""
+    if bug in HIDDEN:
+        return ValueError(
+            f"这道练习藏着的 bug 只改了 {setting}={keep!r} 的代码，模型用的却是 {got!r}；"
+            f"请用 {setting}={keep!r} 建模型"
+        )
+    return ValueError(
+        f"{setting} must be {keep!r} while the bug {bug!r} is planted (it changes that code "
+        f"only), got {got!r}; build the model with {setting}={keep!r}"
+    )
+
+
 def _only_backend(module: Any, table: str, keep: str, bug: str, setting: str) -> Patch:
     """The backend table ``module.table`` with every entry but ``keep`` refusing to run: the
     bug changes ``keep``'s code only, so another backend would silently run healthy code."""
 
     def refuse(backend: str) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
-            raise ValueError(
-                f"{setting} must be {keep!r} while the bug {bug!r} is planted (it changes "
-                f"that backend only), got {backend!r}; build the model with {setting}={keep!r}"
-            )
+            raise _refusal(bug, setting, keep, backend)
 
         return run
 
@@ -161,10 +176,7 @@ def _no_residual() -> list[Patch]:
 
     def add_and_norm(self: Any, x: Tensor, self_attention: Any, cross_attention: Any) -> Tensor:
         if self.norm_first:  # Pre-LN: the replacement below would not remove its residual
-            raise ValueError(
-                "norm_first must be False while the bug 'residual_missing' is planted (it "
-                "removes a Post-LN residual), got True; build the model with norm_first=False"
-            )
+            raise _refusal("residual_missing", "norm_first", False, True)
         # Post-LN: x + (f(x) - x) = f(x), the residual around self attention is gone
         return original(self, x, lambda y: self_attention(y) - y, cross_attention)
 
@@ -184,8 +196,8 @@ def _no_warmup() -> list[Patch]:
     original = loop.learning_rate
 
     def learning_rate(step: int, config: Any, d_model: int) -> float:
-        peak = max(original(s, config, d_model) for s in range(1, config.warmup_steps + 2))
-        return peak if step <= config.warmup_steps else original(step, config, d_model)
+        # every schedule peaks at the end of its warmup: the peak from step 1 on
+        return original(max(step, config.warmup_steps), config, d_model)
 
     return [(loop, "learning_rate", learning_rate)]
 

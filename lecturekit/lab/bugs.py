@@ -74,7 +74,7 @@ BUGS: dict[str, Bug] = {
             "因果掩码反了（True 当成保留）",
             "lecturekit.model.masks._causal_mask",
             "return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)",
-            "return ~torch.ones(size, key_size, dtype=torch.bool).triu(1)",
+            "return ~torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)",
             "只看未来，损失极低，生成崩溃",
             "mask_picture",
             _patches._inverted_causal_mask,
@@ -84,7 +84,7 @@ BUGS: dict[str, Bug] = {
             "因果掩码差一位（每个位置多看见下一个）",
             "lecturekit.model.masks._causal_mask",
             "return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(1 + shift)",
-            "return torch.ones(size, key_size, dtype=torch.bool).triu(2)",
+            "return torch.ones(size, key_size, dtype=torch.bool, device=device).triu(2 + shift)",
             "训练损失很低，自由生成崩溃",
             "mask_picture",
             _patches._causal_off_by_one,
@@ -124,7 +124,7 @@ BUGS: dict[str, Bug] = {
             "源句填充掩码缺失",
             "lecturekit.model.transformer.Transformer._derived_padding",
             "mask = tokens == self.config.pad_id  # (B, S), True = padding",
-            "return given  # never tokens == pad_id",
+            "return given  # 不再由 tokens == pad_id 得出填充",
             "同一句话补齐长度不同，输出不同",
             "padding_probe",
             _patches._no_source_padding,
@@ -144,7 +144,7 @@ BUGS: dict[str, Bug] = {
             "损失没有忽略填充",
             "lecturekit.training.losses.label_smoothed_nll",
             "keep = target != ignore_index",
-            "keep = torch.ones_like(target, dtype=torch.bool)  # and fit divides by every position",
+            "keep = torch.ones_like(target, dtype=torch.bool)  # fit 也除以全部位置数",
             "损失随补齐长度变化，模型学着输出 <pad>",
             "loss_padding_probe",
             _patches._loss_counts_padding,
@@ -164,7 +164,7 @@ BUGS: dict[str, Bug] = {
             "标签没有错位",
             "lecturekit.data.batching.collate",
             "tgt_in = pad_sequences([[bos_id, *t] for t in targets], pad_id)",
-            "tgt_in = tgt_out  # not <bos> + target",
+            "tgt_in = tgt_out  # 不是 <bos> + 目标",
             "损失几步就接近 0，生成是乱码",
             "label_shift_check",
             _patches._labels_not_shifted,
@@ -174,7 +174,7 @@ BUGS: dict[str, Bug] = {
             "没有位置编码",
             "lecturekit.model.layers.SinusoidalPositionalEncoding.forward",
             "return x + self.encoding(x.size(1), offset).to(x.dtype)",
-            "return x  # not x + PE",
+            "return x  # 没有加位置编码",
             "倒序、复制这类输出取决于输入顺序的任务学不会",
             "permutation_probe",
             _patches._no_positions,
@@ -194,8 +194,9 @@ BUGS: dict[str, Bug] = {
             "层归一化沿序列轴",
             "lecturekit.model.layers.LAYER_NORM_FUNCTIONS",
             '"torch": F.layer_norm,',
-            "mean = x.mean(dim=1)  # not dim=-1",
-            "输出随同一批别的句子或补齐长度改变，未来泄漏",
+            '"torch": lambda x, shape, w, b, eps: (x - x.mean(1, keepdim=True))'
+            " / (x.var(1, unbiased=False, keepdim=True) + eps).sqrt() * w + b,  # 沿序列轴（第 1 维）",
+            "输出随补齐长度和同一句里别的位置改变，未来泄漏",
             "layernorm_axis_check",
             _patches._layernorm_wrong_axis,
         ),
@@ -214,7 +215,7 @@ BUGS: dict[str, Bug] = {
             "解码时 dropout 仍然开着",
             "lecturekit.decoding.search._token_by_token",
             "with eval_mode(model), torch.inference_mode():",
-            "with torch.inference_mode():  # model.eval() missing",
+            "with torch.inference_mode():  # 少了 model.eval()",
             "同一输入两次解码结果不同",
             "determinism_probe",
             _patches._dropout_at_decoding,
@@ -222,9 +223,9 @@ BUGS: dict[str, Bug] = {
         Bug(
             "post_ln_no_warmup",
             "后置层归一化不加预热",
-            "lecturekit.training.schedules._noam",
-            "return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
-            "return peak  # from step 1",
+            "lecturekit.training.schedules.learning_rate",
+            "c = config  # validated when created: the formulas need no checks of its fields",
+            "c, step = config, max(step, config.warmup_steps)  # 预热期间也用峰值",
             "第一步就用峰值学习率",
             "warmup_check",
             _patches._no_warmup,
@@ -234,7 +235,7 @@ BUGS: dict[str, Bug] = {
             "束搜索不管 α，总按对数概率之和排序",
             "lecturekit.decoding.beam._penalty",
             "return 1.0 if alpha == 0.0 else float(length_penalty(length, alpha))",
-            "return 1.0  # no length penalty",
+            "return 1.0  # 不管 alpha，没有长度惩罚",
             "要了长度惩罚，返回的顺序仍与长度归一化的分数不符",
             "beam_ranking_check",
             _patches._beam_summed_log_prob,
@@ -264,7 +265,7 @@ BUGS: dict[str, Bug] = {
             "嵌入没有乘 √D",
             "lecturekit.model.transformer.Transformer._embed",
             "x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)",
-            "x = embedding(tokens)  # no * sqrt(D)",
+            "x = embedding(tokens)  # 没有乘 sqrt(D)",
             "（检查）词嵌入的均方根远小于位置编码",
             "embedding_scale_check",
             _patches._embedding_not_scaled,
@@ -338,9 +339,13 @@ def _resolve_lazy_names(attribute: str) -> None:
 @contextlib.contextmanager
 def mystery(case: int) -> Iterator[None]:
     """Plant the bug or bugs of the find-the-bug exercise ``lab.find_bug_<case>`` (1, 2 or 3)
-    without saying which."""
+    without saying which: while it runs, a backend or a Pre-LN layer that a hidden bug does
+    not change refuses with a message that names the setting to use, not the bug."""
     check_int("case", case, 1, len(_MYSTERIES))
+    hidden = set(_MYSTERIES[case]) - _patches.HIDDEN  # a nested mystery leaves the outer's
     with contextlib.ExitStack() as stack:
+        _patches.HIDDEN.update(hidden)  # a backend's refusal must not name the hidden bug
+        stack.callback(_patches.HIDDEN.difference_update, hidden)
         for name in _MYSTERIES[case]:
             stack.enter_context(plant(name))
         yield

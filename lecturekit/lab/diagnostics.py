@@ -247,7 +247,8 @@ def label_shift_check(batch: Batch, bos_id: int = 1, pad_id: int = 0) -> Diagnos
 @torch.no_grad()
 def layernorm_axis_check(model: nn.Module, *inputs: Tensor) -> Diagnosis:
     """Run ``model(*inputs)`` and compare every ``nn.LayerNorm``'s output with
-    ``F.layer_norm`` of its input (over the last dimension, per token)."""
+    ``F.layer_norm`` of its input (over the last dimension, per token). A model without an
+    ``nn.LayerNorm`` (a hand-written normalisation) raises: the check cannot see it."""
     gaps: list[float] = []
 
     def hook(module: nn.LayerNorm, args: tuple[Tensor, ...], out: Tensor) -> None:
@@ -257,6 +258,8 @@ def layernorm_axis_check(model: nn.Module, *inputs: Tensor) -> Diagnosis:
         gaps.append(_max_gap(out, expected))
 
     norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    if not norms:
+        raise ValueError("model must contain at least one nn.LayerNorm, got none")
     handles = [m.register_forward_hook(hook) for m in norms]
     try:
         with eval_mode(model):
