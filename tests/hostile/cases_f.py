@@ -152,6 +152,8 @@ result("lab", "encoder_padding_probe_nan",
        lambda: _d().encoder_padding_probe(_nan_model(), _t().tensor(SRC)), _flagged_nan)  # fmt: skip
 error("lab", "attention_module_check_no_attention",
       lambda: _d().attention_module_check(_t().nn.Linear(4, 4)), "MultiHeadAttention")  # fmt: skip
+error("lab", "layernorm_axis_check_no_layernorm",
+      lambda: _d().layernorm_axis_check(_t().nn.Linear(4, 4), _t().randn(2, 4)), "nn.LayerNorm")  # fmt: skip
 error("lab", "cache_consistency_probe_zero_steps",
       lambda: _d().cache_consistency_probe(tiny(), _t().tensor(SRC), 0), "steps")  # fmt: skip
 error("lab", "mystery_unknown_case", lambda: _lab().mystery(0).__enter__(), "case")
