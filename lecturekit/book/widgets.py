@@ -272,7 +272,7 @@ _MASK_TITLES = {
 def explore_masks(
     tokens: Sequence[str] | None = None, *, static: bool = False, n_padding: int = 2
 ) -> widgets.VBox | Figure:
-    """Causal and padding masks of the decoder's self-attention (lecture p30-p31).
+    """Causal and padding masks of the decoder's self-attention (lecture p28-p30).
 
     Args:
         tokens: the labels of the positions (default ``<bos> y1 y2 ...``); padding positions

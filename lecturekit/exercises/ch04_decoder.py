@@ -11,7 +11,7 @@ from lecturekit.exercises import Case, Exercise, register
 from lecturekit.exercises.specs import Array, Integer, Items
 
 # --------------------------------------------------------------------------------------
-# decoder.causal_mask (p28-p31)
+# decoder.causal_mask (p28-p30)
 # --------------------------------------------------------------------------------------
 
 

@@ -212,7 +212,7 @@ ATTENTION_FUNCTIONS: dict[str, Callable[..., tuple[Tensor, Tensor | None]]] = {
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention for self attention (p18, masked p30-p31) and cross attention (p38-p41).
+    """Multi-head attention for self attention (p18, masked p28-p30) and cross attention (p38-p41).
 
     Q, K and V are one fused projection ``qkv_proj`` (``(D, 3D)``, the layout of
     ``nn.MultiheadAttention.in_proj_weight``), so self attention costs one matrix multiply.

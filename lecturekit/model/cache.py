@@ -1,7 +1,7 @@
 """Key/value cache for incremental (token by token) decoding (chapter 6).
 
 When the decoder generates step t, the keys and values of positions 0..t-1 have not changed
-(masked self attention never lets them see the future, p30-p31), so recomputing them every
+(masked self attention never lets them see the future, p28-p30), so recomputing them every
 step is wasted work. The cache keeps, per decoder layer,
 
 * the self-attention keys/values of all steps so far, ``(B, H, t, Dh)``;

@@ -238,7 +238,7 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """One decoder block (p22-p43): masked self attention (p30-p31), cross attention (p38-p41), FFN.
+    """One decoder block (p22-p43): masked self attention (p28-p30), cross attention (p38-p41), FFN.
 
     Each sub-layer is wrapped in add & norm as in the encoder (p19-p21).
     """
@@ -284,7 +284,7 @@ class DecoderLayer(nn.Module):
             check_mask_or_causal("tgt_mask", tgt_mask, "tgt_is_causal", tgt_is_causal)
             check_mask_or_causal("memory_mask", memory_mask, "memory_is_causal", memory_is_causal)
 
-        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p28-p31)
+        def self_attention(x: Tensor) -> Tensor:  # masked self attention (p28-p30)
             out, self.attention_weights = self.self_attn(
                 x,
                 x,

@@ -3,7 +3,7 @@
 * A **boolean** mask marks what a query may NOT look at: ``True`` = masked out.
 * A **float** mask is *added* to the attention scores (``-inf`` = masked out).
 * ``causal_mask(T)`` is True above the diagonal: position t may not see t+1, t+2, ...
-  (masked self-attention, slides p30-p31).
+  (masked self-attention, slides p28-p30).
 * ``padding_mask(tokens, pad_id)`` is True at padding tokens (the keys nobody should attend to).
 
 ``torch.nn.functional.scaled_dot_product_attention`` uses the *opposite* boolean convention
@@ -15,7 +15,7 @@ attention and ``scaled_dot_product_attention`` add to the scores unchanged.
 ``causal_mask(Tq, Tk)``, aligned **top-left** as in ``torch.nn.functional.
 scaled_dot_product_attention``: query ``i`` sees keys ``j <= i``. Every path uses it: the
 reference attention, ``MultiHeadAttention`` (all backends), the layers, the ``Transformer``
-and the Triton kernel. For ``Tq == Tk`` (a whole sequence) it is the mask of p30-p31. When
+and the Triton kernel. For ``Tq == Tk`` (a whole sequence) it is the mask of p28-p30. When
 the queries are the *last* ``Tq`` positions of ``Tk`` keys (incremental decoding with a KV
 cache, ``Tq < Tk``), ask for the other alignment by name:
 ``causal_mask(Tq, Tk, lower_right=True)`` (query ``i`` sees keys ``j <= i + Tk - Tq``, like
@@ -55,7 +55,7 @@ def causal_mask(
     lower_right: bool = False,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Boolean ``(Tq, Tk)`` causal mask, True where a query may not look (the future). p30-p31.
+    """Boolean ``(Tq, Tk)`` causal mask, True where a query may not look (the future). p28-p30.
 
     ``size`` is ``Tq``, ``key_size`` is ``Tk`` (default ``Tq``). Top-left aligned (the
     convention of ``is_causal=True`` everywhere, as in torch): query ``i`` sees keys

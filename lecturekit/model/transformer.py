@@ -58,7 +58,7 @@ class Transformer(nn.Module):
     """Encoder-decoder Transformer of "Attention Is All You Need", as in the lecture.
 
     Encoder blocks p18-p19 with residual + LayerNorm p19-p21; decoder p22-p43 with masked
-    self attention p30-p31 and cross attention p38-p41; output projection + softmax p24.
+    self attention p28-p30 and cross attention p38-p41; output projection + softmax p24.
 
     * ``forward(src, tgt)``: teacher-forced logits ``(B, T, V)``.
     * ``encode(src)`` -> memory ``(B, S, D)``; ``decode(tgt, memory)`` -> logits ``(B, T, V)``.
