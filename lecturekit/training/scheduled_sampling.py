@@ -13,6 +13,9 @@ pass, so we do it in two passes (as in Mihaylova & Martins, 2019, and Duckworth 
 2. **Mix.** Each decoder input token ``y_t`` (``t >= 1``; BOS and padding are never touched)
    is replaced by the prediction made for that position, ``ŷ_t``, with probability
    ``1 - ε_i``, where ``ε_i`` is the *teacher-forcing probability* at training step ``i``.
+   With ``forbid_specials`` the prediction is never a special token (``<pad>``, ``<bos>``,
+   ``<eos>``, ``<unk>``): at inference a decoder never reads one of them after ``<bos>``
+   (decoding stops at ``<eos>``), so feeding one trains on an input it will never see.
 3. **Training pass.** Run the decoder on the mixed input and train on the gold labels
    ``y_1 ... y_n <eos>`` as usual.
 
@@ -29,7 +32,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_bool, check_choice, check_int, check_number, eval_mode
+from lecturekit._common import (
+    SPECIAL_TOKENS,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    eval_mode,
+)
 
 __all__ = ["ScheduledSampling", "check_schedule", "teacher_forcing_prob", "mix_decoder_inputs"]
 
@@ -88,6 +98,7 @@ class ScheduledSampling:
         k, c: schedule parameters (see :func:`teacher_forcing_prob`).
         min_prob: floor of the teacher-forcing probability.
         sample: replace with a token *sampled* from the model (True) or its argmax (False).
+        forbid_specials: never replace with a special token (see :func:`mix_decoder_inputs`).
     """
 
     schedule: str = "inverse_sigmoid"
@@ -95,10 +106,12 @@ class ScheduledSampling:
     c: float = 0.0
     min_prob: float = 0.0
     sample: bool = False
+    forbid_specials: bool = False
 
     def __post_init__(self) -> None:
         check_schedule(self.schedule, self.k, self.c, self.min_prob)
         check_bool("sample", self.sample)
+        check_bool("forbid_specials", self.forbid_specials)
 
     def teacher_prob(self, step: int) -> float:
         """``ε_i`` at training step ``step`` (0-based)."""
@@ -114,6 +127,7 @@ def mix_decoder_inputs(
     *,
     pad_id: int = 0,
     sample: bool = False,
+    forbid_specials: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Steps 1-2 above: the decoder input with some gold tokens replaced by predictions.
@@ -125,6 +139,10 @@ def mix_decoder_inputs(
         teacher_prob: probability of keeping each gold token (``ε_i``).
         pad_id: padding id (padding positions are never replaced).
         sample: sample the replacement from the model's distribution instead of argmax.
+        forbid_specials: never replace with a special token: the logits of the ids
+            ``0 .. len(SPECIAL_TOKENS) - 1`` (``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``, first
+            in every vocabulary of this package) are set to ``-inf`` before the argmax or the
+            sample. Needs a vocabulary with at least one other token.
         generator: randomness source for the coin flips (and the samples).
 
     Returns:
@@ -132,10 +150,19 @@ def mix_decoder_inputs(
     """
     check_number("teacher_prob", teacher_prob, 0.0, 1.0)
     check_bool("sample", sample)
+    check_bool("forbid_specials", forbid_specials)
     if teacher_prob == 1.0:
         return tgt_in
     with eval_mode(model):  # predictions without dropout noise
         logits = model(src, tgt_in)  # (B, T, V): logits[:, t] predicts label y_{t+1}
+    if forbid_specials:
+        if logits.shape[-1] <= len(SPECIAL_TOKENS):
+            raise ValueError(
+                f"forbid_specials: the vocabulary has only {logits.shape[-1]} tokens, "
+                f"no token besides the {len(SPECIAL_TOKENS)} special ones"
+            )
+        logits = logits.clone()
+        logits[..., : len(SPECIAL_TOKENS)] = -math.inf
     if sample:
         probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
         predicted = torch.multinomial(probs, 1, generator=generator).view(tgt_in.shape)
