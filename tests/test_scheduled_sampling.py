@@ -85,11 +85,11 @@ def test_mixing_rate_matches_teacher_prob_and_is_seeded() -> None:
 
 
 class SpecialsFirstModel(torch.nn.Module):
-    """A fake decoder that rates <eos> highest, then <pad>, then token 5, then the rest."""
+    """A fake decoder that rates <eos> highest, then <pad>, <bos>, token 5, then the rest."""
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         logits = torch.zeros(*tgt.shape, 8)
-        logits[..., 2], logits[..., 0], logits[..., 5] = 3.0, 2.5, 2.0
+        logits[..., 2], logits[..., 0], logits[..., 1], logits[..., 5] = 3.0, 2.5, 2.2, 2.0
         return logits
 
 
@@ -113,8 +113,8 @@ def test_forbid_specials_never_feeds_a_special_token() -> None:
     )
     real = many != 0
     real[:, 0] = False
-    assert (drawn[real] >= 4).all() and (drawn[~real] == many[~real]).all()
-    assert len(drawn[real].unique()) == 4  # tokens 4-7 are all drawn: only specials are cut
+    assert (drawn[real] >= 3).all() and (drawn[~real] == many[~real]).all()
+    assert len(drawn[real].unique()) == 5  # tokens 3-7 are all drawn: only 0-2 are cut
 
 
 def test_forbid_specials_is_checked() -> None:
@@ -124,7 +124,7 @@ def test_forbid_specials_is_checked() -> None:
 
     class OnlySpecials(torch.nn.Module):
         def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-            return torch.zeros(*tgt.shape, 4)  # a vocabulary of the 4 special tokens
+            return torch.zeros(*tgt.shape, 3)  # a vocabulary of <pad>, <bos>, <eos> only
 
     only_specials = OnlySpecials()
     with pytest.raises(ValueError, match="forbid_specials"):

@@ -13,9 +13,10 @@ pass, so we do it in two passes (as in Mihaylova & Martins, 2019, and Duckworth 
 2. **Mix.** Each decoder input token ``y_t`` (``t >= 1``; BOS and padding are never touched)
    is replaced by the prediction made for that position, ``ŷ_t``, with probability
    ``1 - ε_i``, where ``ε_i`` is the *teacher-forcing probability* at training step ``i``.
-   With ``forbid_specials`` the prediction is never a special token (``<pad>``, ``<bos>``,
-   ``<eos>``, ``<unk>``): at inference a decoder never reads one of them after ``<bos>``
-   (decoding stops at ``<eos>``), so feeding one trains on an input it will never see.
+   With ``forbid_specials`` the prediction is never ``<pad>``, ``<bos>`` or ``<eos>``: at
+   inference a decoder never reads one of them after ``<bos>`` (decoding never generates
+   ``<pad>`` or ``<bos>`` and stops at ``<eos>``), so feeding one trains on an input it will
+   never see.
 3. **Training pass.** Run the decoder on the mixed input and train on the gold labels
    ``y_1 ... y_n <eos>`` as usual.
 
@@ -33,7 +34,8 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import (
-    SPECIAL_TOKENS,
+    BOS_ID,
+    EOS_ID,
     check_bool,
     check_choice,
     check_int,
@@ -98,7 +100,8 @@ class ScheduledSampling:
         k, c: schedule parameters (see :func:`teacher_forcing_prob`).
         min_prob: floor of the teacher-forcing probability.
         sample: replace with a token *sampled* from the model (True) or its argmax (False).
-        forbid_specials: never replace with a special token (see :func:`mix_decoder_inputs`).
+        forbid_specials: never replace with ``<pad>``, ``<bos>`` or ``<eos>`` (see
+            :func:`mix_decoder_inputs`).
     """
 
     schedule: str = "inverse_sigmoid"
@@ -139,10 +142,9 @@ def mix_decoder_inputs(
         teacher_prob: probability of keeping each gold token (``ε_i``).
         pad_id: padding id (padding positions are never replaced).
         sample: sample the replacement from the model's distribution instead of argmax.
-        forbid_specials: never replace with a special token: the logits of the ids
-            ``0 .. len(SPECIAL_TOKENS) - 1`` (``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``, first
-            in every vocabulary of this package) are set to ``-inf`` before the argmax or the
-            sample. Needs a vocabulary with at least one other token.
+        forbid_specials: never replace with ``<pad>`` (``pad_id``), ``<bos>`` or ``<eos>``
+            (``BOS_ID``, ``EOS_ID``, as in every vocabulary of this package): their logits are
+            set to ``-inf`` before the argmax or the sample. Needs another token.
         generator: randomness source for the coin flips (and the samples).
 
     Returns:
@@ -156,13 +158,15 @@ def mix_decoder_inputs(
     with eval_mode(model):  # predictions without dropout noise
         logits = model(src, tgt_in)  # (B, T, V): logits[:, t] predicts label y_{t+1}
     if forbid_specials:
-        if logits.shape[-1] <= len(SPECIAL_TOKENS):
+        vocab = logits.shape[-1]
+        forbidden = sorted({i for i in (pad_id, BOS_ID, EOS_ID) if i < vocab})
+        if len(forbidden) == vocab:
             raise ValueError(
-                f"forbid_specials: the vocabulary has only {logits.shape[-1]} tokens, "
-                f"no token besides the {len(SPECIAL_TOKENS)} special ones"
+                f"forbid_specials: the vocabulary has {vocab} tokens, all of them "
+                "<pad>, <bos> or <eos>: nothing is left to feed"
             )
         logits = logits.clone()
-        logits[..., : len(SPECIAL_TOKENS)] = -math.inf
+        logits[..., forbidden] = -math.inf
     if sample:
         probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
         predicted = torch.multinomial(probs, 1, generator=generator).view(tgt_in.shape)
