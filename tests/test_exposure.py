@@ -6,12 +6,14 @@ import pytest
 import torch
 
 from lecturekit.chapters.ch06_exposure import (
+    SUBSTITUTION_KINDS,
     error_after_mistake,
     exposure_report,
     free_running_predictions,
     inject_error,
     recovery_after_error,
     recovery_by_substitution,
+    substitution_kind,
     teacher_forced_predictions,
 )
 from lecturekit.decoding import greedy
@@ -245,7 +247,8 @@ def test_recovery_by_substitution_splits_recovery_after_error(number_model_and_b
         model, b.src, b.tgt_in, b.tgt_out, positions, candidates, units,
         generator=torch.Generator().manual_seed(2),
     )  # fmt: skip
-    assert {s.kind for s in split} == {"digit->digit", "unit involved"}
+    assert {s.kind for s in split} <= set(SUBSTITUTION_KINDS)
+    assert "digit->digit" in {s.kind for s in split}
     for r in whole:  # the kinds partition the rows; their weighted mean is the whole rate
         parts = [s for s in split if s.position == r.position]
         assert sum(s.rows for s in parts) == r.rows
@@ -255,16 +258,25 @@ def test_recovery_by_substitution_splits_recovery_after_error(number_model_and_b
     g = torch.Generator().manual_seed(2)
     for k in positions:
         corrupted, rows = inject_error(b.tgt_in, k, candidates, generator=g)
-        n_unit = sum(
-            bool(rows[i]) and (int(b.tgt_in[i, k]) in units or int(corrupted[i, k]) in units)
-            for i in range(b.tgt_in.shape[0])
-        )
-        got = [s.rows for s in split if s.position == k and s.kind == "unit involved"]
-        assert got == ([n_unit] if n_unit else [])
+        counts = dict.fromkeys(SUBSTITUTION_KINDS, 0)
+        for i in range(b.tgt_in.shape[0]):
+            if bool(rows[i]):
+                n_units = (int(b.tgt_in[i, k]) in units) + (int(corrupted[i, k]) in units)
+                counts[SUBSTITUTION_KINDS[[0, 2, 1][n_units]]] += 1
+        got = {s.kind: s.rows for s in split if s.position == k}
+        assert got == {kind: n for kind, n in counts.items() if n}
     every = recovery_by_substitution(
         model, b.src, b.tgt_in, b.tgt_out, [1], candidates, list(candidates)
     )
-    assert [s.kind for s in every] == ["unit involved"]
+    assert [s.kind for s in every] == ["unit->unit"]
+
+
+def test_substitution_kind_sorts_by_units() -> None:
+    units = torch.tensor([7, 8])
+    gold = torch.tensor([4, 7, 4, 8, 5])
+    wrong = torch.tensor([5, 8, 7, 4, 5])
+    kinds = [SUBSTITUTION_KINDS[i] for i in substitution_kind(gold, wrong, units).tolist()]
+    assert kinds == ["digit->digit", "unit->unit", "digit<->unit", "digit<->unit", "digit->digit"]
 
 
 def test_recovery_by_substitution_rejects_bad_input(tiny_model):

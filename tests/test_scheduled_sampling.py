@@ -84,6 +84,55 @@ def test_mixing_rate_matches_teacher_prob_and_is_seeded() -> None:
         mix_decoder_inputs(model, src, tgt_in, teacher_prob=1.5)
 
 
+class SpecialsFirstModel(torch.nn.Module):
+    """A fake decoder that rates <eos> highest, then <pad>, <bos>, token 5, then the rest."""
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*tgt.shape, 8)
+        logits[..., 2], logits[..., 0], logits[..., 1], logits[..., 5] = 3.0, 2.5, 2.2, 2.0
+        return logits
+
+
+def test_forbid_specials_never_feeds_a_special_token() -> None:
+    model = SpecialsFirstModel()
+    tgt_in = torch.tensor([[1, 4, 6, 7, 0], [1, 6, 0, 0, 0]])
+    src = torch.zeros(2, 3, dtype=torch.long)
+    plain = mix_decoder_inputs(model, src, tgt_in, teacher_prob=0.0)
+    assert plain.tolist() == [[1, 2, 2, 2, 0], [1, 2, 0, 0, 0]]  # <eos> fed mid-sentence
+    kept = mix_decoder_inputs(model, src, tgt_in, teacher_prob=0.0, forbid_specials=True)
+    assert kept.tolist() == [[1, 5, 5, 5, 0], [1, 5, 0, 0, 0]]  # the best other token
+    many = tgt_in.repeat(500, 1)
+    drawn = mix_decoder_inputs(
+        model,
+        src.repeat(500, 1),
+        many,
+        teacher_prob=0.0,
+        sample=True,
+        forbid_specials=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    real = many != 0
+    real[:, 0] = False
+    assert (drawn[real] >= 3).all() and (drawn[~real] == many[~real]).all()
+    assert len(drawn[real].unique()) == 5  # tokens 3-7 are all drawn: only 0-2 are cut
+
+
+def test_forbid_specials_is_checked() -> None:
+    with pytest.raises(TypeError, match="forbid_specials"):
+        ScheduledSampling(forbid_specials="yes")  # type: ignore[arg-type]
+    tgt_in = torch.tensor([[1, 3, 2]])
+
+    class OnlySpecials(torch.nn.Module):
+        def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(*tgt.shape, 3)  # a vocabulary of <pad>, <bos>, <eos> only
+
+    only_specials = OnlySpecials()
+    with pytest.raises(ValueError, match="forbid_specials"):
+        mix_decoder_inputs(
+            only_specials, torch.zeros(1, 2, dtype=torch.long), tgt_in, 0.0, forbid_specials=True
+        )
+
+
 def test_fit_with_scheduled_sampling_records_teacher_prob() -> None:
     from lecturekit import Transformer, TransformerConfig
     from lecturekit.data import make_task
@@ -103,7 +152,7 @@ def test_fit_with_scheduled_sampling_records_teacher_prob() -> None:
             max_len=32,
         )
     )
-    ss = ScheduledSampling("linear", k=1.0, c=0.2)
+    ss = ScheduledSampling("linear", k=1.0, c=0.2, forbid_specials=True)
     history = fit(
         model,
         task,

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.ch06_copy import mix_copy_generate as mix_copy_generate
     from lecturekit.chapters.ch06_copy import stretch_batch as stretch_batch
     from lecturekit.chapters.ch06_copy import train_toy as train_toy
+    from lecturekit.chapters.ch06_exposure import SUBSTITUTION_KINDS as SUBSTITUTION_KINDS
     from lecturekit.chapters.ch06_exposure import ExposureReport as ExposureReport
     from lecturekit.chapters.ch06_exposure import PrefixGroup as PrefixGroup
     from lecturekit.chapters.ch06_exposure import Recovery as Recovery
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters.ch06_exposure import (
         recovery_by_substitution as recovery_by_substitution,
     )
+    from lecturekit.chapters.ch06_exposure import substitution_kind as substitution_kind
     from lecturekit.chapters.ch06_exposure import (
         teacher_forced_predictions as teacher_forced_predictions,
     )

@@ -47,6 +47,8 @@ __all__ = [
     "inject_error",
     "Recovery",
     "recovery_after_error",
+    "SUBSTITUTION_KINDS",
+    "substitution_kind",
     "SubstitutionRecovery",
     "recovery_by_substitution",
 ]
@@ -410,12 +412,26 @@ def _recovery_at(
     )
 
 
+SUBSTITUTION_KINDS = ("digit->digit", "unit->unit", "digit<->unit")
+"""The kinds of a one-token substitution, by whether the gold and the wrong token are units."""
+
+
+def substitution_kind(gold: Tensor, wrong: Tensor, units: Tensor) -> Tensor:
+    """Index into :data:`SUBSTITUTION_KINDS` of each substitution ``gold -> wrong``.
+
+    ``gold``, ``wrong``: token ids of the same shape; ``units``: ``(U,)`` the ids that count as
+    units. Returns int64 of that shape: 0 neither is a unit, 1 both are, 2 exactly one is.
+    """
+    gold_unit, wrong_unit = torch.isin(gold, units), torch.isin(wrong, units)
+    both, one = gold_unit & wrong_unit, gold_unit ^ wrong_unit
+    return both.long() + 2 * one.long()
+
+
 @dataclass
 class SubstitutionRecovery:
     """Recovery after a wrong token at ``position``, for one kind of substitution.
 
-    ``kind`` is ``"digit->digit"`` (neither the gold nor the wrong token is a unit) or
-    ``"unit involved"``; ``rows`` sentences had that kind of substitution at ``position``,
+    ``kind`` is one of :data:`SUBSTITUTION_KINDS`; ``rows`` sentences had that kind of substitution at ``position``,
     and ``rest_corrupted`` of them had every label after it right (as in :class:`Recovery`).
     """
 
@@ -440,8 +456,7 @@ def recovery_by_substitution(
 
     The wrong tokens are drawn exactly as in :func:`recovery_after_error` (one
     :func:`inject_error` call per position, in order), so a generator seeded the same way
-    gives the same substitutions. A substitution *involves a unit* when the gold token at
-    ``k`` or the wrong one is in ``units``; otherwise it is digit -> digit.
+    gives the same substitutions, each sorted into a kind by :func:`substitution_kind`.
 
     Args:
         model, src, tgt_in, tgt_out, positions, candidates, generator: as in
@@ -473,8 +488,9 @@ def recovery_by_substitution(
         after = (tgt_out != pad) & (columns >= k)  # (B, T): the labels after position k
         right = teacher_forced_predictions(model, src, corrupted) == tgt_out  # (B, T)
         rest = (right | ~after).all(1)  # (B,)
-        involved = torch.isin(tgt_in[:, k], unit_ids) | torch.isin(corrupted[:, k], unit_ids)
-        for kind, mask in (("digit->digit", rows & ~involved), ("unit involved", rows & involved)):
+        kinds = substitution_kind(tgt_in[:, k], corrupted[:, k], unit_ids)
+        for index, kind in enumerate(SUBSTITUTION_KINDS):
+            mask = rows & (kinds == index)
             if bool(mask.any()):
                 rate = rest[mask].double().mean().item()
                 out.append(SubstitutionRecovery(k, kind, int(mask.sum()), rate))

@@ -233,6 +233,7 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
             teacher_prob,
             pad_id=cfg.pad_id,
             sample=ss.sample,
+            forbid_specials=ss.forbid_specials,
             generator=run.ss_generator,
         )
     logits = run.trained(batch.src, tgt_in)

@@ -13,6 +13,10 @@ pass, so we do it in two passes (as in Mihaylova & Martins, 2019, and Duckworth 
 2. **Mix.** Each decoder input token ``y_t`` (``t >= 1``; BOS and padding are never touched)
    is replaced by the prediction made for that position, ``ŷ_t``, with probability
    ``1 - ε_i``, where ``ε_i`` is the *teacher-forcing probability* at training step ``i``.
+   With ``forbid_specials`` the prediction is never ``<pad>``, ``<bos>`` or ``<eos>``: at
+   inference a decoder never reads one of them after ``<bos>`` (decoding never generates
+   ``<pad>`` or ``<bos>`` and stops at ``<eos>``), so feeding one trains on an input it will
+   never see.
 3. **Training pass.** Run the decoder on the mixed input and train on the gold labels
    ``y_1 ... y_n <eos>`` as usual.
 
@@ -29,7 +33,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lecturekit._common import check_bool, check_choice, check_int, check_number, eval_mode
+from lecturekit._common import (
+    BOS_ID,
+    EOS_ID,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    eval_mode,
+)
 
 __all__ = ["ScheduledSampling", "check_schedule", "teacher_forcing_prob", "mix_decoder_inputs"]
 
@@ -88,6 +100,8 @@ class ScheduledSampling:
         k, c: schedule parameters (see :func:`teacher_forcing_prob`).
         min_prob: floor of the teacher-forcing probability.
         sample: replace with a token *sampled* from the model (True) or its argmax (False).
+        forbid_specials: never replace with ``<pad>``, ``<bos>`` or ``<eos>`` (see
+            :func:`mix_decoder_inputs`).
     """
 
     schedule: str = "inverse_sigmoid"
@@ -95,10 +109,12 @@ class ScheduledSampling:
     c: float = 0.0
     min_prob: float = 0.0
     sample: bool = False
+    forbid_specials: bool = False
 
     def __post_init__(self) -> None:
         check_schedule(self.schedule, self.k, self.c, self.min_prob)
         check_bool("sample", self.sample)
+        check_bool("forbid_specials", self.forbid_specials)
 
     def teacher_prob(self, step: int) -> float:
         """``ε_i`` at training step ``step`` (0-based)."""
@@ -114,6 +130,7 @@ def mix_decoder_inputs(
     *,
     pad_id: int = 0,
     sample: bool = False,
+    forbid_specials: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Steps 1-2 above: the decoder input with some gold tokens replaced by predictions.
@@ -125,6 +142,9 @@ def mix_decoder_inputs(
         teacher_prob: probability of keeping each gold token (``ε_i``).
         pad_id: padding id (padding positions are never replaced).
         sample: sample the replacement from the model's distribution instead of argmax.
+        forbid_specials: never replace with ``<pad>`` (``pad_id``), ``<bos>`` or ``<eos>``
+            (``BOS_ID``, ``EOS_ID``, as in every vocabulary of this package): their logits are
+            set to ``-inf`` before the argmax or the sample. Needs another token.
         generator: randomness source for the coin flips (and the samples).
 
     Returns:
@@ -132,10 +152,21 @@ def mix_decoder_inputs(
     """
     check_number("teacher_prob", teacher_prob, 0.0, 1.0)
     check_bool("sample", sample)
+    check_bool("forbid_specials", forbid_specials)
     if teacher_prob == 1.0:
         return tgt_in
     with eval_mode(model):  # predictions without dropout noise
         logits = model(src, tgt_in)  # (B, T, V): logits[:, t] predicts label y_{t+1}
+    if forbid_specials:
+        vocab = logits.shape[-1]
+        forbidden = sorted({i for i in (pad_id, BOS_ID, EOS_ID) if i < vocab})
+        if len(forbidden) == vocab:
+            raise ValueError(
+                f"forbid_specials: the vocabulary has {vocab} tokens, all of them "
+                "<pad>, <bos> or <eos>: nothing is left to feed"
+            )
+        logits = logits.clone()
+        logits[..., forbidden] = -math.inf
     if sample:
         probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
         predicted = torch.multinomial(probs, 1, generator=generator).view(tgt_in.shape)
