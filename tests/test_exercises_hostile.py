@@ -82,6 +82,7 @@ def steal_in_a_thread(scores, temperature):  # fills its result in once the chec
     out = torch.zeros_like(scores)
 
     def wait():
+        time.sleep(0.05)  # looks once the answer returned (and the watch is off)
         for _ in range(300):
             found = _stolen("expected")
             if found is not None and found.shape == out.shape:
@@ -454,10 +455,10 @@ def layer_replaces_the_training(x, padding_mask, weights, n_heads):  # "trains" 
 
 HOSTILE = [
     # (exercise, answer, fragment of the feedback); "fix" = refused wrongly or not at all before
-    (SOFTMAX, steal_from_frames, "数值不对"),  # fix 45.5
+    (SOFTMAX, steal_from_frames, "调用了 sys._current_frames"),  # fix 45.5
     (SOFTMAX, steal_in_a_thread, "线程还在运行"),  # fix 45.5/45.7
     (NOAM, lambda *a: _StealingNumber(), "期望"),  # fix 45.5 (its __float__ ran late)
-    (SOFTMAX, edit_the_hidden_inputs, "替换了检查器或库里的函数"),  # fix
+    (SOFTMAX, edit_the_hidden_inputs, "调用了 gc.get_objects"),  # fix
     (SOFTMAX, patch_array_compare, "Array._compare"),  # fix 45.7
     (SOFTMAX, patch_spec_compare, "Spec.compare"),  # fix
     (SOFTMAX, patch_compare_code, "__code__"),  # fix
@@ -471,8 +472,8 @@ HOSTILE = [
     (SOFTMAX, patch_plain, "guard.plain"),  # new code, guarded
     (SOFTMAX, replace_stdout, "sys.stdout"),  # fix (the feedback vanished)
     (SDPA, setprofile_none, "sys.setprofile"),  # fix 45.7
-    (SDPA, setprofile_and_restore, "sys.setprofile"),  # fix 45.7
-    (SDPA, profile_off_by_ctypes, "profile 钩子已经不在了"),  # fix 45.7
+    (SDPA, setprofile_and_restore, "调用了 sys.getprofile"),  # fix 45.7
+    (SDPA, profile_off_by_ctypes, "调用了 torch.nn.functional.scaled_dot"),  # fix (torch mode)
     (SDPA, forbidden_in_a_thread, "torch.nn.functional.scaled_dot_product_attention"),  # fix
     (SDPA, forbidden_in_a_pool, "torch.nn.functional.scaled_dot_product_attention"),  # fix
     (SDPA, forbidden_in_a_raw_thread, "_thread.start_new_thread"),  # fix
@@ -753,7 +754,8 @@ def test_the_expected_result_does_not_exist_while_the_answer_runs(capsys) -> Non
         assert check(LAYERNORM, answer) is False
     finally:
         monkey.undo()
-    assert seen == [False] and "数值不对" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert seen == [False] and "调用了 sys._current_frames" in out, out  # and looking is refused
 
 
 def test_switching_the_watch_off_is_refused(capsys) -> None:

@@ -10,8 +10,11 @@ attention). A call of a twin is reported under the public name the exercise forb
 
 The hook also watches for what would switch the watch off or escape it (``ESCAPES``):
 ``sys.setprofile``, starting a thread past ``threading`` (whose threads get the hook through
-``threading.setprofile``), starting a process, sending or handling signals. A learning aid,
-not a security boundary: C code (``ctypes``) can still do anything.
+``threading.setprofile``), starting a process, sending or handling signals, and what would
+reach the checker's own objects (``sys.getprofile``, ``sys._current_frames``, ``gc``'s
+object lists, a trace function). A learning aid, not a security boundary: C code
+(``ctypes``), or code that finds the hook's records through its own call stack, can still
+do anything.
 """
 
 from __future__ import annotations
@@ -31,9 +34,28 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # the chapter's own solution of the attention exercise (printed by solution())
     "torch.nn.functional.scaled_dot_product_attention": (
         "lecturekit.exercises.ch02_attention.reference_scaled_dot_product",
+        # the backends it dispatches to, each public as torch._<name> and torch.ops.aten._<name>
+        *(
+            f"{module}._scaled_dot_product_{backend}"
+            for module in ("torch", "torch.ops.aten")
+            for backend in (
+                "attention_math",
+                "attention_math_for_mps",
+                "flash_attention",
+                "flash_attention_for_cpu",
+                "efficient_attention",
+                "cudnn_attention",
+                "fused_attention_overrideable",
+            )
+        ),
+        "torch._triton_scaled_dot_attention",
     ),
     # what nn.MultiheadAttention's fast path calls instead of multi_head_attention_forward
-    "torch.nn.functional.multi_head_attention_forward": ("torch._native_multi_head_attention",),
+    "torch.nn.functional.multi_head_attention_forward": (
+        "torch._native_multi_head_attention",
+        "torch.ops.aten._native_multi_head_attention",
+        "torch._triton_multi_head_attention",
+    ),
     # lecturekit's attention by its backend table (ATTENTION_FUNCTIONS) and its steps
     "lecturekit.scaled_dot_product_attention": (
         "lecturekit.model.attention._attention_steps",
@@ -47,6 +69,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 _PROCESS = "它会启动检查器看不到的子进程"
 _SIGNAL = "它会发送或改变信号，打断检查器"
+_TRACE = "它会让你的代码在检查器自己的代码里运行"
+_PEEK = "它会读取检查器自己的对象（别的线程的调用栈、监视钩子或全部对象），用来偷看或改动检查"
 # calls that switch the watch off or run code it cannot see: dotted name -> why (Chinese)
 ESCAPES: dict[str, str] = {
     "sys.setprofile": "它会关掉检查器对函数调用的监视",
@@ -66,6 +90,14 @@ ESCAPES: dict[str, str] = {
     "signal.signal": _SIGNAL,
     "signal.alarm": _SIGNAL,
     "signal.setitimer": _SIGNAL,
+    "sys.settrace": _TRACE,
+    "threading.settrace": _TRACE,
+    "sys.getprofile": _PEEK,
+    "threading.getprofile": _PEEK,
+    "sys._current_frames": _PEEK,
+    "gc.get_objects": _PEEK,
+    "gc.get_referrers": _PEEK,
+    "gc.get_referents": _PEEK,
 }
 # threading itself starts its threads with these (and installs the hook in them)
 _THREAD_STARTERS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
@@ -138,6 +170,44 @@ class Watch:
                 return name
         return None
 
+    def named(self, function: Any) -> str | None:
+        """The name ``function`` is forbidden under, or None (for a torch function mode, which
+        is handed the function itself)."""
+        if id(function) in self.builtins:
+            return self.builtins[id(function)][1]
+        code = getattr(function, "__code__", None)
+        if code is not None and code in self.codes:
+            return self.codes[code]
+        if getattr(function, "__name__", None) in self.methods:  # torch.Tensor.softmax
+            owner, name = self.methods[function.__name__]
+            objclass = getattr(function, "__objclass__", None)
+            if isinstance(objclass, type) and issubclass(objclass, owner):
+                return name
+        return None
+
+    def torch_mode(self, seen: Seen) -> contextlib.AbstractContextManager:
+        """A torch function mode that records a forbidden torch function into ``seen``
+        however it is called: the profile hook does not see a C function that C code calls
+        (``functools.partial(F.scaled_dot_product_attention)``, ``map``)."""
+        if not (self.builtins or self.methods):
+            return contextlib.nullcontext()
+        from torch.overrides import TorchFunctionMode
+
+        watch = self
+
+        class ForbiddenMode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                if not seen.done and seen.forbidden is None:
+                    seen.forbidden = watch.named(func)
+                return func(*args, **(kwargs or {}))
+
+        return ForbiddenMode()
+
+    def fingerprint(self) -> tuple[tuple[int, int], ...]:
+        """Identity and size of each table, to tell afterwards whether an answer edited them."""
+        tables = (self.codes, self.builtins, self.methods, self.escapes, self.escape_codes)
+        return tuple((id(table), len(table)) for table in tables)
+
     def add(self, function: Any, name: str) -> None:
         """Forbid ``function``, reported as ``name`` (the first name given to it wins)."""
         code = getattr(function, "__code__", None)
@@ -175,8 +245,23 @@ def _aliases(name: str) -> list[tuple[str, Any]]:
     found = []
     for alias in ALIASES.get(name, ()):
         with _suppress_missing():
-            found.append((alias, resolve(alias)))
+            function = resolve(alias)
+            found += _overloads(alias, function) if alias.startswith("torch.ops.") else []
+            found.append((alias, function))
     return found
+
+
+def _overloads(dotted: str, packet: Any) -> list[tuple[str, Any]]:
+    """(dotted name, C function) of each overload of the ``torch.ops`` operator ``packet``:
+    an OpOverloadPacket's ``__call__`` is shared Python code, each overload ends in its own C
+    function ``_op``, which the profile hook sees."""
+    return [
+        (
+            f"{dotted}.{overload}" if overload else dotted,
+            (getattr(packet, overload) if overload else packet)._op,
+        )
+        for overload in ["", *packet.overloads()]
+    ]
 
 
 def _torch_twins(name: str) -> list[tuple[str, Any]]:
@@ -194,13 +279,8 @@ def _torch_twins(name: str) -> list[tuple[str, Any]]:
                 with _suppress_missing():
                     twins.append((dotted, resolve(dotted)))
             with _suppress_missing():
-                packet = resolve(f"torch.ops.aten.{prefix}{stem}")
-                # an OpOverloadPacket's __call__ is shared Python code; each overload ends in
-                # its own C function ``_op``, which the profile hook sees
-                for overload in ["", *packet.overloads()]:
-                    op = getattr(packet, overload) if overload else packet
-                    dotted = f"torch.ops.aten.{prefix}{stem}" + (f".{overload}" if overload else "")
-                    twins.append((dotted, op._op))
+                dotted = f"torch.ops.aten.{prefix}{stem}"
+                twins += _overloads(dotted, resolve(dotted))
     return twins
 
 
