@@ -208,8 +208,9 @@ def _call_failure(
 ) -> Failure | None:
     if outcome.status == "timeout":
         return (
-            f"{label}运行超过 {time_limit:g} 秒，已停止等待。是不是有死循环"
-            f"（例如 while 的条件永远成立），或者算得太慢？{shown}",
+            f"{label}时调用你的函数运行超过 {time_limit:g} 秒还没有返回，已停止等待。"
+            "如果函数里有循环，检查它能不能结束；如果只是算得慢，用张量运算代替 Python 循环。"
+            f"{shown}",
             None,
         )
     if outcome.status == "raised":

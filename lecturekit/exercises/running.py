@@ -135,6 +135,7 @@ def call(
     def work() -> None:
         try:
             try:
+                seen.thread = threading.get_ident()
                 threading.setprofile(hook)  # the threads the answer starts
                 sys.setprofile(hook)
                 with mode:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALIASES", "ESCAPES", "Watch", "forbidden_watch", "resolve"]
+__all__ = ["ALIASES", "ESCAPES", "Refused", "Seen", "Watch", "forbidden_watch", "resolve"]
 
 # internal functions a forbidden public function runs, forbidden with it
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -120,11 +120,20 @@ def resolve(dotted: str) -> Any:
 @dataclass
 class Seen:
     """What the hook saw during one call: the first forbidden function (its public name) and
-    the first escape (dotted name, why). ``done`` stops the hook (the checker's own calls)."""
+    the first escape (dotted name, why). ``done`` stops the hook (the checker's own calls);
+    ``thread``: the thread the answer is called in, where a refused call is also blocked."""
 
     forbidden: str | None = None
     escape: tuple[str, str] | None = None
     done: bool = False
+    thread: int | None = None
+
+
+class Refused(BaseException):
+    """Raised in place of a forbidden call or an escape in the thread the answer is called in,
+    so the call never runs: the answer gets neither its result nor its effect (no signal
+    sent, no process started, no watch switched off). A BaseException: ``except Exception``
+    in the answer does not swallow it."""
 
 
 @dataclass
@@ -136,12 +145,15 @@ class Watch:
     escape_codes: dict[Any, tuple[str, str]] = field(default_factory=dict)
 
     def hook(self, seen: Seen) -> Callable[[Any, str, Any], None]:
-        """The profile function: records into ``seen``; never raises."""
+        """The profile function: records into ``seen``; in the answer's own thread it raises
+        ``Refused`` instead of letting the first refused call run (CPython then also drops
+        the hook from that thread, which ``running.call`` reports as well)."""
         threading_file = threading.__file__
 
         def profile(frame: Any, event: str, arg: Any) -> None:
             if seen.done or event not in ("call", "c_call"):
                 return
+            refused = None
             if seen.escape is None:
                 escape = (
                     self.escape_codes.get(frame.f_code)
@@ -154,8 +166,12 @@ class Watch:
                     )
                     if not started_by_threading:
                         seen.escape = escape
+                        refused = escape[0]
             if seen.forbidden is None:
-                seen.forbidden = self._forbidden(frame, event, arg)
+                seen.forbidden = refused_name = self._forbidden(frame, event, arg)
+                refused = refused or refused_name
+            if refused is not None and threading.get_ident() == seen.thread:
+                raise Refused(refused)
 
         return profile
 
@@ -199,6 +215,8 @@ class Watch:
             def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
                 if not seen.done and seen.forbidden is None:
                     seen.forbidden = watch.named(func)
+                    if seen.forbidden is not None:
+                        raise Refused(seen.forbidden)
                 return func(*args, **(kwargs or {}))
 
         return ForbiddenMode()

@@ -350,6 +350,12 @@ def sleep_in_c(scores, temperature):
     time.sleep(30)
 
 
+def crash_in_c(scores, temperature):
+    import ctypes
+
+    return ctypes.string_at(0)  # reads address 0: a segmentation fault
+
+
 ANSWERS = [
     (SOFTMAX, patch_snapshot_class, "Snapshot.changed"),
     (SOFTMAX, patch_snapshot_code, "_changed.__code__"),
@@ -410,5 +416,6 @@ ANSWERS = [
     (SOFTMAX, check_inside_the_answer, "调用了 sys._current_frames"),  # the inner checker's
     (SOFTMAX, close_every_descriptor, "运行检查的进程以退出码"),
     (SOFTMAX, exit_by_faulthandler, "运行检查的进程以退出码"),
-    (SOFTMAX, sleep_in_c, "运行超过"),
+    (SOFTMAX, sleep_in_c, "调用你的函数运行超过 2 秒还没有返回"),
+    (SOFTMAX, crash_in_c, "被信号 SIGSEGV 终止了"),
 ]
