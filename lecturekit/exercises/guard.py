@@ -143,7 +143,7 @@ class Snapshot:
         self.restore: Callable[[], None] = lambda: restore(entries, code)
 
 
-def _frozen(function: types.FunctionType) -> types.FunctionType:
+def _frozen(function: Any) -> types.FunctionType:
     """A new function object with ``function``'s code, this module's globals and the builtins
     copied as they are now (a later patch of either does not reach it)."""
     names = dict(globals())

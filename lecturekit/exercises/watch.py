@@ -202,9 +202,10 @@ class Watch:
         return None
 
     def torch_mode(self, seen: Seen) -> contextlib.AbstractContextManager:
-        """A torch function mode that records a forbidden torch function into ``seen``
-        however it is called: the profile hook does not see a C function that C code calls
-        (``functools.partial(F.scaled_dot_product_attention)``, ``map``)."""
+        """A torch function mode that records a forbidden torch function into ``seen`` and
+        raises ``Refused`` instead of running it, however it is called: the profile hook does
+        not see a C function that C code calls (``functools.partial(F.scaled_dot_product_
+        attention)``, ``map``). Torch's modes are per thread: the answer's own thread only."""
         if not (self.builtins or self.methods):
             return contextlib.nullcontext()
         from torch.overrides import TorchFunctionMode
@@ -212,7 +213,9 @@ class Watch:
         watch = self
 
         class ForbiddenMode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            def __torch_function__(
+                self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+            ) -> Any:
                 if not seen.done and seen.forbidden is None:
                     seen.forbidden = watch.named(func)
                     if seen.forbidden is not None:
