@@ -32,6 +32,7 @@ learning aid, not a security boundary: C code (``ctypes``) can still do anything
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import importlib.util
 import multiprocessing
@@ -127,8 +128,8 @@ def call(
     """Call ``answer(*args, **kwargs)`` in a worker thread, waiting at most ``time_limit`` s;
     calls of ``forbidden`` (dotted names) and ``own`` (functions) are reported."""
     watch = forbidden_watch(forbidden, own)
-    hook, tables = watch.hook(seen := Seen()), watch.fingerprint()
-    mode, settings = watch.torch_mode(seen), _settings()
+    mode = watch.torch_mode(seen := Seen())
+    hook, tables, settings = watch.hook(seen, mode), watch.fingerprint(), _settings()
     box = Outcome(status="timeout", seen=seen)
     finished = threading.Event()
 
@@ -138,7 +139,7 @@ def call(
                 seen.thread = threading.get_ident()
                 threading.setprofile(hook)  # the threads the answer starts
                 sys.setprofile(hook)
-                with mode:
+                with mode or contextlib.nullcontext():
                     value = answer(*args, **kwargs)
             except BaseException as error:  # SystemExit and the time limit included
                 box.status, box.error = "raised", error

@@ -144,15 +144,22 @@ class Watch:
     escapes: dict[int, tuple[Any, str, str]] = field(default_factory=dict)  # id -> (it, ...)
     escape_codes: dict[Any, tuple[str, str]] = field(default_factory=dict)
 
-    def hook(self, seen: Seen) -> Callable[[Any, str, Any], None]:
+    def hook(self, seen: Seen, mode: Any = None) -> Callable[[Any, str, Any], None]:
         """The profile function: records into ``seen``; in the answer's own thread it raises
         ``Refused`` instead of letting the first refused call run (CPython then also drops
-        the hook from that thread, which ``running.call`` reports as well)."""
+        the hook from that thread, which ``running.call`` reports as well). ``mode``, the
+        torch function mode of :meth:`torch_mode`, is entered in each thread the answer starts
+        (torch's modes are per thread) at the hook's first event there."""
         threading_file = threading.__file__
+        entered: set[int] = set()
 
         def profile(frame: Any, event: str, arg: Any) -> None:
             if seen.done or event not in ("call", "c_call"):
                 return
+            thread = threading.get_ident() if mode is not None else seen.thread
+            if thread != seen.thread and thread not in entered:
+                entered.add(thread)
+                mode.__enter__()  # never left: it ends with the thread
             refused = None
             if seen.escape is None:
                 escape = (
@@ -201,13 +208,14 @@ class Watch:
                 return name
         return None
 
-    def torch_mode(self, seen: Seen) -> contextlib.AbstractContextManager:
+    def torch_mode(self, seen: Seen) -> Any:
         """A torch function mode that records a forbidden torch function into ``seen`` and
         raises ``Refused`` instead of running it, however it is called: the profile hook does
         not see a C function that C code calls (``functools.partial(F.scaled_dot_product_
-        attention)``, ``map``). Torch's modes are per thread: the answer's own thread only."""
+        attention)``, ``map``); in the threads the answer starts it only records. None when
+        no torch function is forbidden."""
         if not (self.builtins or self.methods):
-            return contextlib.nullcontext()
+            return None
         from torch.overrides import TorchFunctionMode
 
         watch = self
@@ -218,7 +226,7 @@ class Watch:
             ) -> Any:
                 if not seen.done and seen.forbidden is None:
                     seen.forbidden = watch.named(func)
-                    if seen.forbidden is not None:
+                    if seen.forbidden is not None and threading.get_ident() == seen.thread:
                         raise Refused(seen.forbidden)
                 return func(*args, **(kwargs or {}))
 

@@ -190,6 +190,18 @@ def attention_by_getattr(q, k, v):
     return getattr(F, "scaled_" + "dot_product_attention")(q, k, v)
 
 
+def mapped_in_a_thread(q, k, v):  # C calls C twice: no profile event for the forbidden call
+    box = []
+
+    def run():
+        box.extend(map(functools.partial(F.scaled_dot_product_attention, q, k), [v]))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
 def attention_by_eval(q, k, v):
     return eval("F.scaled_dot_product_attention(q, k, v)")
 
@@ -380,6 +392,7 @@ ANSWERS = [
     (SDPA, torch_math_backend, "（torch._scaled_dot_product_attention_math）"),
     (SDPA, flash_backend, "_scaled_dot_product_flash_attention_for_cpu"),
     (SDPA, functools.partial(F.scaled_dot_product_attention), "scaled_dot_product_attention"),
+    (SDPA, mapped_in_a_thread, "调用了 torch.nn.functional.scaled_dot_product_attention"),
     (SDPA, attention_by_getattr, "调用了 torch.nn.functional.scaled_dot_product_attention"),
     (SDPA, attention_by_eval, "调用了 torch.nn.functional.scaled_dot_product_attention"),
     (MHA, mha_module_in_training_mode, "multi_head_attention_forward"),
