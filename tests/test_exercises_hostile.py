@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import lecturekit
-from lecturekit.exercises import Verdict, check, get_exercise, running, specs
+from lecturekit.exercises import Verdict, check, get_exercise, running, specs, watch
 from lecturekit.exercises.ch02_attention import (
     reference_multi_head,
     reference_scaled_dot_product,
@@ -82,6 +82,7 @@ def steal_in_a_thread(scores, temperature):  # fills its result in once the chec
     out = torch.zeros_like(scores)
 
     def wait():
+        time.sleep(0.05)  # looks once the answer returned (and the watch is off)
         for _ in range(300):
             found = _stolen("expected")
             if found is not None and found.shape == out.shape:
@@ -454,10 +455,10 @@ def layer_replaces_the_training(x, padding_mask, weights, n_heads):  # "trains" 
 
 HOSTILE = [
     # (exercise, answer, fragment of the feedback); "fix" = refused wrongly or not at all before
-    (SOFTMAX, steal_from_frames, "数值不对"),  # fix 45.5
+    (SOFTMAX, steal_from_frames, "调用了 sys._current_frames"),  # fix 45.5
     (SOFTMAX, steal_in_a_thread, "线程还在运行"),  # fix 45.5/45.7
     (NOAM, lambda *a: _StealingNumber(), "期望"),  # fix 45.5 (its __float__ ran late)
-    (SOFTMAX, edit_the_hidden_inputs, "替换了检查器或库里的函数"),  # fix
+    (SOFTMAX, edit_the_hidden_inputs, "调用了 gc.get_objects"),  # fix
     (SOFTMAX, patch_array_compare, "Array._compare"),  # fix 45.7
     (SOFTMAX, patch_spec_compare, "Spec.compare"),  # fix
     (SOFTMAX, patch_compare_code, "__code__"),  # fix
@@ -471,8 +472,8 @@ HOSTILE = [
     (SOFTMAX, patch_plain, "guard.plain"),  # new code, guarded
     (SOFTMAX, replace_stdout, "sys.stdout"),  # fix (the feedback vanished)
     (SDPA, setprofile_none, "sys.setprofile"),  # fix 45.7
-    (SDPA, setprofile_and_restore, "sys.setprofile"),  # fix 45.7
-    (SDPA, profile_off_by_ctypes, "profile 钩子已经不在了"),  # fix 45.7
+    (SDPA, setprofile_and_restore, "调用了 sys.getprofile"),  # fix 45.7
+    (SDPA, profile_off_by_ctypes, "调用了 torch.nn.functional.scaled_dot"),  # fix (torch mode)
     (SDPA, forbidden_in_a_thread, "torch.nn.functional.scaled_dot_product_attention"),  # fix
     (SDPA, forbidden_in_a_pool, "torch.nn.functional.scaled_dot_product_attention"),  # fix
     (SDPA, forbidden_in_a_raw_thread, "_thread.start_new_thread"),  # fix
@@ -480,8 +481,8 @@ HOSTILE = [
     (SDPA, forbidden_in_a_child_process, "子进程"),  # fix
     (SDPA, forbidden_after_fork, "os.fork"),  # fix
     (SDPA, interrupts_itself, "os.kill"),  # fix 45.12 (no feedback before)
-    (SDPA, terminates_itself, "被信号 SIGTERM 终止了"),  # fix 45.12
-    (SDPA, kills_itself, "被信号 SIGKILL 终止了"),  # fix 45.12 (guessed os._exit)
+    (SDPA, terminates_itself, "调用了 signal.raise_signal"),  # fix 45.12 (now never sent)
+    (SDPA, kills_itself, "调用了 os.kill"),  # fix 45.12 (guessed os._exit; now never sent)
     (SDPA, attention_by_backend_table, "lecturekit.scaled_dot_product_attention"),  # fix
     (SDPA, attention_through_chapter_reference, "reference_scaled_dot_product"),  # fix
     (SDPA, F.scaled_dot_product_attention, "调用了 torch.nn.functional.scaled_dot"),  # fix 45.9
@@ -739,7 +740,9 @@ def _stolen_expected():
 
 
 def test_the_expected_result_does_not_exist_while_the_answer_runs(capsys) -> None:
-    """Issue 45.5: the expectation used to be computed first, and readable from the frames."""
+    """Issue 45.5: the expectation used to be computed first, and readable from the frames.
+    Reading other threads' frames is now refused as well; with that refusal lifted, there is
+    still nothing to find."""
     seen = []
 
     def answer(x, eps=1e-5):
@@ -749,11 +752,14 @@ def test_the_expected_result_does_not_exist_while_the_answer_runs(capsys) -> Non
 
     monkey = pytest.MonkeyPatch()
     monkey.setattr(running, "can_fork", lambda: False)  # in this process, to read ``seen``
+    monkey.delitem(watch.ESCAPES, "sys._current_frames")
     try:
         assert check(LAYERNORM, answer) is False
     finally:
         monkey.undo()
     assert seen == [False] and "数值不对" in capsys.readouterr().out
+    assert check(LAYERNORM, answer) is False  # and looking is refused
+    assert seen == [False] and "调用了 sys._current_frames" in capsys.readouterr().out
 
 
 def test_switching_the_watch_off_is_refused(capsys) -> None:

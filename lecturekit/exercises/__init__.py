@@ -313,9 +313,10 @@ def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) ->
     still has ``time_limit`` seconds and ``sys.exit()`` is caught, but a result that loops
     when read can hang it. Either way the expected result is computed only after the answer
     returned, and an answer is refused that calls a forbidden function (in any thread it
-    starts), switches the watch off (``sys.setprofile``), leaves a thread running or replaces
-    a function of the checker, torch or numpy (see ``checking``). A learning aid, not a
-    security boundary: C code can still cheat. ``time_limit``: seconds per case, finite, in
+    starts), switches the watch off (``sys.setprofile``), leaves a thread running, replaces
+    a function of the checker, torch or numpy or changes a global setting such as torch's
+    default dtype (see ``checking``). A learning aid, not a security boundary: C code, or code
+    that digs the checker's own objects out of its call stack, can still cheat. ``time_limit``: seconds per case, finite, in
     ``(0, 86400]``.
     """
     ex = get_exercise(exercise_id)

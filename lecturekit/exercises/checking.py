@@ -15,9 +15,12 @@ place of the reference.
 from __future__ import annotations
 
 import builtins
+import copy
 import math
+import pickle
 import signal
 import sys
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -141,13 +144,8 @@ def _check_case(
 
 
 def _interference(label: str, outcome: running.Outcome, snapshot: guard.Snapshot) -> Failure | None:
-    """A forbidden call, an escape from the watch, a watch switched off, a replaced function."""
-    if outcome.forbidden is not None:
-        return (
-            f"{label}时你的函数调用了 {outcome.forbidden}。这道题不允许用它，"
-            "请用基本运算自己写出计算过程。",
-            None,
-        )
+    """An escape from the watch (named first: it may hide what came after), a forbidden call,
+    a watch switched off, a global setting of torch or Python changed, a replaced function."""
     if outcome.escape is not None:
         name, why = outcome.escape
         return (
@@ -155,13 +153,29 @@ def _interference(label: str, outcome: running.Outcome, snapshot: guard.Snapshot
             "请只在函数里计算并返回结果。",
             None,
         )
-    if outcome.unwatched and outcome.status == "returned":
+    if outcome.forbidden is not None:
         return (
-            f"{label}时，你的函数返回后，检查器监视函数调用的 profile 钩子已经不在了"
-            "（被关掉或换掉了；递归太深时 Python 也会关掉它）。检查器不接受这样的答案。",
+            f"{label}时你的函数调用了 {outcome.forbidden}。这道题不允许用它，"
+            "请用基本运算自己写出计算过程。",
             None,
         )
-    return _replaced(label, snapshot)
+    if outcome.unwatched and outcome.status == "returned":
+        return (
+            f"{label}时，你的函数返回后，检查器监视函数调用的 profile 钩子已经不在了或被改动了"
+            "（被关掉、换掉或改了它的记录；递归太深时 Python 也会关掉它）。检查器不接受这样的答案。",
+            None,
+        )
+    return _settings_changed(label, outcome.settings) or _replaced(label, snapshot)
+
+
+def _settings_changed(label: str, changed: list[str]) -> Failure | None:
+    if not changed:
+        return None
+    return (
+        f"{label}时你的函数改了全局设置（{'、'.join(changed)}）而没有改回去（检查器已恢复原样）。"
+        "这会影响之后运行的所有代码：只在函数内部需要时，在返回前改回原值。",
+        None,
+    )
 
 
 def _replaced(label: str, snapshot: guard.Snapshot) -> Failure | None:
@@ -194,8 +208,9 @@ def _call_failure(
 ) -> Failure | None:
     if outcome.status == "timeout":
         return (
-            f"{label}运行超过 {time_limit:g} 秒，已停止等待。是不是有死循环"
-            f"（例如 while 的条件永远成立），或者算得太慢？{shown}",
+            f"{label}时调用你的函数运行超过 {time_limit:g} 秒还没有返回，已停止等待。"
+            "如果函数里有循环，检查它能不能结束；如果只是算得慢，用张量运算代替 Python 循环。"
+            f"{shown}",
             None,
         )
     if outcome.status == "raised":
@@ -259,8 +274,10 @@ def died_message(step: str, phase: str, exitcode: int | None) -> str:
 
 
 def _guarded(ex: Exercise) -> list[Any]:
-    """What the answer must leave as it found it: the checker's modules, classes and this
-    exercise, lecturekit's model, torch's and numpy's functions, the builtins."""
+    """What the answer must leave as it found it: the checker's and lecturekit's model's
+    modules and the classes they define (``guard.Snapshot``, ``guard.Frozen``, ``watch.Watch``,
+    ``EncoderLayer``, ...), this exercise and its specs, torch's and numpy's functions, the
+    builtins, and the modules the checker reads its inputs with (pickle, copy)."""
     import numpy
     import torch
     import torch.nn.functional
@@ -270,13 +287,20 @@ def _guarded(ex: Exercise) -> list[Any]:
         for name, module in list(sys.modules.items())
         if name.startswith(("lecturekit.exercises", "lecturekit.model")) and module is not None
     ]
+    defined = {
+        id(value): value
+        for module in ours
+        for value in list(vars(module).values())
+        if isinstance(value, type) and value.__module__ == module.__name__
+    }
     specs, todo = [], [ex.returns]
     while todo and len(specs) < 64:  # the spec and the items of a tuple spec
         specs.append(todo.pop())
         todo += list(specs[-1].items) if isinstance(specs[-1], Items) else []
-    classes = _subclasses(Spec)
-    library = [builtins, sys, math, numpy, torch, torch.nn.functional, torch.linalg, torch.Tensor]
-    return [*library, *ours, *classes, ex, *specs]
+    classes = {id(cls): cls for cls in _subclasses(Spec)} | defined
+    library = [builtins, sys, math, copy, pickle, types, numpy, torch, torch.nn.functional]
+    library += [torch.linalg, torch.Tensor]
+    return [*library, *ours, *classes.values(), ex, *specs]
 
 
 def _subclasses(cls: type) -> list[type]:

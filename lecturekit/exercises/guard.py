@@ -18,12 +18,13 @@ what it needs out of the answer's reach.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import pickle
 import sys
 import time
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,49 +122,67 @@ class Frozen:
 class Snapshot:
     """The attributes of ``targets`` (modules, classes, instances) and the code of their
     functions, to compare after the answer ran. A module may gain attributes (lazy imports);
-    a class or an instance may not (a new method would override an inherited one)."""
+    a class or an instance may not (a new method would override an inherited one).
+
+    ``changed`` and ``restore`` are this snapshot's own copies of the comparison, made from
+    its code and with the builtins as they were when the snapshot was taken: an answer that
+    replaces ``Snapshot.changed`` (or its ``__code__``, or ``builtins.vars``) afterwards
+    cannot change how this snapshot is checked, and the replacement is itself reported.
+    """
 
     def __init__(self, targets: Iterable[Any]) -> None:
-        self.entries = [(target, dict(vars(target))) for target in targets]
-        self.code = {
+        entries = [(target, dict(target.__dict__)) for target in targets]
+        code = {
             id(value): (value, _code_of(value))
-            for _, attributes in self.entries
+            for _, attributes in entries
             for value in attributes.values()
             if isinstance(value, types.FunctionType)
         }
+        changed, restore = _frozen(_changed), _frozen(_restore)
+        self.changed: Callable[[], list[str]] = lambda: changed(entries, code)
+        self.restore: Callable[[], None] = lambda: restore(entries, code)
 
-    def changed(self) -> list[str]:
-        """Names (``module.attribute``) that were replaced, removed or added."""
-        found = []
-        for target, before in self.entries:
-            now, name = vars(target), getattr(target, "__name__", type(target).__name__)
-            keys = set(before) | (set() if isinstance(target, types.ModuleType) else set(now))
-            found += [
-                f"{name}.{key}"
-                for key in sorted(keys, key=str)
-                if now.get(key) is not before.get(key)
-            ]
+
+def _frozen(function: Any) -> types.FunctionType:
+    """A new function object with ``function``'s code, this module's globals and the builtins
+    copied as they are now (a later patch of either does not reach it)."""
+    names = dict(globals())
+    names["__builtins__"] = dict(builtins.__dict__)
+    return types.FunctionType(function.__code__, names, function.__name__)
+
+
+def _changed(entries: list[tuple[Any, dict[str, Any]]], code: dict[int, Any]) -> list[str]:
+    """Names (``module.attribute``) that were replaced, removed or added."""
+    found = []
+    for target, before in entries:
+        now, name = target.__dict__, getattr(target, "__name__", type(target).__name__)
+        keys = set(before) | (set() if isinstance(target, types.ModuleType) else set(now))
         found += [
-            f"{value.__module__}.{value.__qualname__}.__code__"
-            for value, code in self.code.values()
-            if _code_of(value) != code
+            f"{name}.{key}" for key in sorted(keys, key=str) if now.get(key) is not before.get(key)
         ]
-        return found
+    found += [
+        f"{value.__module__}.{value.__qualname__}.__code__"
+        for value, (was, defaults, kwdefaults) in code.values()
+        if value.__code__ is not was
+        or value.__defaults__ is not defaults
+        or value.__kwdefaults__ is not kwdefaults
+    ]
+    return found
 
-    def restore(self) -> None:
-        """Put back what :meth:`changed` reports (the in-process check shares the reader's
-        modules)."""
-        for target, before in self.entries:
-            now = vars(target)
-            plain_object = not isinstance(target, (type, types.ModuleType))
-            for key in set(now) - set(before):
-                if not isinstance(target, types.ModuleType):
-                    (object.__delattr__ if plain_object else delattr)(target, key)
-            for key, value in before.items():
-                if now.get(key) is not value:
-                    (object.__setattr__ if plain_object else setattr)(target, key, value)
-        for value, (code, defaults, kwdefaults) in self.code.values():
-            value.__code__, value.__defaults__, value.__kwdefaults__ = code, defaults, kwdefaults
+
+def _restore(entries: list[tuple[Any, dict[str, Any]]], code: dict[int, Any]) -> None:
+    """Put back what ``_changed`` reports (the in-process check shares the reader's modules)."""
+    for target, before in entries:
+        now = target.__dict__
+        plain_object = not isinstance(target, (type, types.ModuleType))
+        for key in set(now) - set(before):
+            if not isinstance(target, types.ModuleType):
+                (object.__delattr__ if plain_object else delattr)(target, key)
+        for key, value in before.items():
+            if now.get(key) is not value:
+                (object.__setattr__ if plain_object else setattr)(target, key, value)
+    for value, (was, defaults, kwdefaults) in code.values():
+        value.__code__, value.__defaults__, value.__kwdefaults__ = was, defaults, kwdefaults
 
 
 def _code_of(function: types.FunctionType) -> tuple[Any, Any, Any]:

@@ -4,8 +4,9 @@ Two layers. ``isolated(work, step_limit=...)`` runs a whole check (calling the a
 comparing and formatting its result) in a forked worker process where the platform has
 ``fork`` (Linux, Colab) and CUDA is not initialised in this process (a forked child cannot use
 it). The worker sends back only plain strings (what it printed, at most ``OUTPUT_LIMIT``
-characters of the answer's own output) and booleans; it is killed when a step (one hidden
-case) runs past ``step_limit`` seconds, and whatever the answer does to its process
+characters of the answer's own output, none of what it writes past ``sys.stdout``) and
+booleans; it is killed when a step (one hidden case) runs past ``step_limit`` seconds, and
+whatever the answer does to its process
 (``os._exit``, an endless loop in a ``__repr__``, a crash of C code, a signal) ends or
 interrupts the worker, never the reader's kernel. The checker names the phase of the step
 (``phase``) so that a time-out says what did not finish. Elsewhere the check runs in this
@@ -31,6 +32,7 @@ learning aid, not a security boundary: C code (``ctypes``) can still do anything
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import importlib.util
 import multiprocessing
@@ -79,7 +81,9 @@ class Outcome:
     ``status``: "returned" (``value`` holds the result), "raised" (``error``) or "timeout".
     ``forbidden``: the display name of the first forbidden function it called, if any;
     ``escape``: (dotted name, why) of the first call that switches the watch off or escapes
-    it; ``unwatched``: the profile hook was gone when the answer returned.
+    it; ``unwatched``: the profile hook was gone when the answer returned, or its state had
+    been edited (switched off, its tables of forbidden functions changed); ``settings``: the
+    global settings (``SETTINGS``) it changed and did not put back (``call`` put them back).
     """
 
     status: str
@@ -88,7 +92,28 @@ class Outcome:
     forbidden: str | None = None
     escape: tuple[str, str] | None = None
     unwatched: bool = False
+    settings: list[str] = field(default_factory=list)
     seen: Seen = field(default_factory=Seen, repr=False)
+
+
+# global settings an answer may change inside its computation but must put back: the name of
+# the setter -> the getter; ``call`` puts a changed one back and names it in ``Outcome.settings``
+SETTINGS: dict[str, str] = {
+    "torch.set_default_dtype": "torch.get_default_dtype",
+    "sys.setrecursionlimit": "sys.getrecursionlimit",
+}
+
+
+def _settings() -> dict[str, Any]:
+    return {setter: resolve(getter)() for setter, getter in SETTINGS.items()}
+
+
+def _restore_settings(before: dict[str, Any]) -> list[str]:
+    """Put back the settings that differ from ``before``; their setters' names."""
+    changed = [setter for setter, value in _settings().items() if value != before[setter]]
+    for setter in changed:
+        resolve(setter)(before[setter])
+    return changed
 
 
 def call(
@@ -102,25 +127,33 @@ def call(
 ) -> Outcome:
     """Call ``answer(*args, **kwargs)`` in a worker thread, waiting at most ``time_limit`` s;
     calls of ``forbidden`` (dotted names) and ``own`` (functions) are reported."""
-    hook = forbidden_watch(forbidden, own).hook(seen := Seen())
+    watch = forbidden_watch(forbidden, own)
+    mode = watch.torch_mode(seen := Seen())
+    hook, tables, settings = watch.hook(seen, mode), watch.fingerprint(), _settings()
     box = Outcome(status="timeout", seen=seen)
     finished = threading.Event()
 
     def work() -> None:
         try:
             try:
+                seen.thread = threading.get_ident()
                 threading.setprofile(hook)  # the threads the answer starts
                 sys.setprofile(hook)
-                value = answer(*args, **kwargs)
+                with mode or contextlib.nullcontext():
+                    value = answer(*args, **kwargs)
             except BaseException as error:  # SystemExit and the time limit included
                 box.status, box.error = "raised", error
             else:
                 box.status, box.value = "returned", value
             finally:
-                seen.done = True
-                box.unwatched = sys.getprofile() is not hook
+                # switched off early, its tables edited, or the hook gone: not watched
+                tampered, seen.done = seen.done, True
+                box.unwatched = (
+                    tampered or sys.getprofile() is not hook or watch.fingerprint() != tables
+                )
                 threading.setprofile(None)
                 sys.setprofile(None)
+                box.settings = _restore_settings(settings)  # here: this thread's stack is short
                 finished.set()
         except BaseException:  # a late TimeLimitExceeded landing in the bookkeeping above
             finished.set()
@@ -240,11 +273,16 @@ def feedback() -> Any:
 def _worker(work: Callable[[Callable[[str], None]], bool], send: Any) -> None:
     """The forked process: one torch thread (OpenMP's pool does not survive a fork: a child
     entering a parallel region after the parent used one waits forever), output to the pipe,
-    SIGINT ignored (the parent stops the worker when the reader interrupts)."""
+    SIGINT ignored (the parent stops the worker when the reader interrupts). The file
+    descriptors 1 and 2 point to /dev/null: what is written to them past ``sys.stdout``
+    (``os.write(1, ...)``, C code) would reach the notebook uncut (Jupyter forwards them)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for descriptor in (1, 2):
+        os.dup2(devnull, descriptor)
     budget = [OUTPUT_LIMIT]  # shared by stdout and stderr
     sys.stdout, sys.stderr = (
         _PipeWriter(send, "stdout", budget),

@@ -345,7 +345,11 @@ def _as_array(x: Any) -> tuple[Any, str] | Problem:
             t = t.cpu()
         name = str(t.dtype).removeprefix("torch.")
         if t.is_complex() or name.startswith(("float8", "q")):
-            return Problem("type", f"你的结果是{_kind_name(x)}")
+            kind = "复数" if t.is_complex() else ("量化" if t.is_quantized else "8 位浮点")
+            return Problem(
+                "type",
+                f"你的结果是 {_kind_name(x)}（{kind}张量），题目要普通的整数、浮点或布尔张量",
+            )
         if t.layout is not sys.modules["torch"].strided or t.is_nested:
             return Problem("type", f"你的结果是 {t.layout} 布局的张量，题目要普通（稠密）张量")
         if t.dtype.is_floating_point and name not in ("float32", "float64"):
