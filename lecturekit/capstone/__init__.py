@@ -60,11 +60,8 @@ if TYPE_CHECKING:
     from lecturekit.capstone.pinyin_input import plain_letters as plain_letters
     from lecturekit.capstone.pinyin_input import read_pinyins as read_pinyins
     from lecturekit.capstone.pinyin_input import split_syllables as split_syllables
-    from lecturekit.capstone.tagger import ClauseBatch as ClauseBatch
     from lecturekit.capstone.tagger import FusedIME as FusedIME
-    from lecturekit.capstone.tagger import SyllableTagger as SyllableTagger
     from lecturekit.capstone.tagger import TaggerIME as TaggerIME
-    from lecturekit.capstone.tagger import clause_batch as clause_batch
     from lecturekit.capstone.tagger import ime_candidates as ime_candidates
     from lecturekit.capstone.tagger import k_best_independent as k_best_independent
     from lecturekit.capstone.tagger import sentence_vocabs as sentence_vocabs
