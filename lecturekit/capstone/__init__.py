@@ -1,11 +1,11 @@
 """The capstone (pinyin -> Chinese characters on real text), in one place, read in the
 chapter's order: ``pinyin_input`` (typed pinyin, normalised one way for every engine),
 ``ngram`` (the n-gram engines and the clause metrics), ``engines`` (the Pinyin2Hanzi HMM
-baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger, the
-fused engine and the candidate bar's beam search), ``analysis`` (baselines, homophones,
-cross-attention, paired bootstrap), ``models`` (the shipped sentence models: recipes, resumable
-training, loading; ``python -m lecturekit.capstone build NAME``) and ``widget`` (the input box
-to type into). The corpus it reads is data: :mod:`lecturekit.data.sentences`.
+baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger as
+an input method, the fused engine and the candidate bar's beam search), ``analysis``
+(baselines, homophones, cross-attention, paired bootstrap), ``models`` (the shipped sentence
+models: recipes, training by ``fit`` in resumable pieces, loading;
+``python -m lecturekit.capstone build NAME``) and ``widget`` (the input box to type into). The corpus it reads is data: :mod:`lecturekit.data.sentences`.
 Names resolve lazily; every module's ``__all__`` is available here.
 """
 

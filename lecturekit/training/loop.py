@@ -8,7 +8,9 @@ It returns a :class:`History` (plain data; the book's ``plot_training`` draws it
 ``torchrun`` the same call trains with DistributedDataParallel
 (:mod:`lecturekit.training.distributed`); with ``TrainConfig(scheduled_sampling=...)`` it
 trains with scheduled sampling (:mod:`lecturekit.training.scheduled_sampling`); with
-``state_path=`` it can be stopped and continued (:mod:`lecturekit.training._fit_state`).
+``state_path=`` it can be stopped and continued (:mod:`lecturekit.training._fit_state`). The
+same loop trains the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger` with a label
+at every source position (the capstone's NAT tagger).
 """
 
 from __future__ import annotations
