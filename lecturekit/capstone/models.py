@@ -20,10 +20,11 @@ stop the shipped file ``<name>.pt`` (float16 weights, vocabularies, history) is 
 whether the recipe's ``total_steps`` are done.
 
 No hyperparameter was tuned, on validation or on test: the sizes follow the 24 MiB budget of
-shipped files. The validation split only feeds the history: at every ``eval_every`` steps and
-at every stop, the mean training loss since the last point and the validation CER (greedy
-with the model's own EOS / argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics``
-hook, which draws none of the training's random numbers). The shipped files were trained by
+shipped files. The validation split only feeds the history: at every ``eval_every`` steps,
+the mean training loss since the last point and the validation CER (greedy with the model's
+own EOS / argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics`` hook, which draws
+none of the training's random numbers). The file written at a stop between those steps has
+one more point, at the stop; the next piece goes on with the history of an uninterrupted run. The shipped files were trained by
 the package's earlier sentence trainer with the same recipes (the same schedule, loss,
 optimiser and bucketing; another batch order and dropout stream), on which their histories
 and ``benchmarks/RESULTS.md``'s timings were measured.

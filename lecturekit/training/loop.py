@@ -363,8 +363,8 @@ def fit(
             ``max_steps``, ``max_seconds``, ``target_exact_match``, ``eval_every``,
             ``valid_decode_max_len``), ``progress`` and ``device``; ``max_steps`` counts all
             steps, ``max_seconds`` this call's. The file is a checkpoint too:
-            ``load_checkpoint(state_path)`` gives its model. ``on_step`` callbacks keep
-            no state in it; not under ``torchrun``.
+            ``load_checkpoint(state_path)`` gives its model (a Transformer's). ``on_step``
+            callbacks keep no state in it; not under ``torchrun``.
         save_every: write the state every this many steps as well (None: only when training
             stops); needs ``state_path``.
         metrics: called as ``metrics(model)`` (in eval mode) at every evaluation, with or
