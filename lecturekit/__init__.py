@@ -179,7 +179,9 @@ if TYPE_CHECKING:
     from lecturekit.model.rnn import AdditiveAttention as AdditiveAttention
     from lecturekit.model.rnn import RNNSeq2Seq as RNNSeq2Seq
     from lecturekit.model.rnn import RNNSeq2SeqConfig as RNNSeq2SeqConfig
+    from lecturekit.model.tagger import EncoderTagger as EncoderTagger
     from lecturekit.model.transformer import Transformer as Transformer
+    from lecturekit.model.transformer import init_weights as init_weights
     from lecturekit.training.averaging import KeepLastCheckpoints as KeepLastCheckpoints
     from lecturekit.training.averaging import average_checkpoints as average_checkpoints
     from lecturekit.training.checkpoint import RUNTIME_FIELDS as RUNTIME_FIELDS

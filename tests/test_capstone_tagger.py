@@ -1,5 +1,5 @@
 """The sentence IME's neural engines (lecturekit.capstone.tagger): splitter, vocabularies,
-batches, tagger, k-best, the fused engine."""
+the tagger as an input method, k-best, the fused engine."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from lecturekit.capstone.ngram import NgramIME
 from lecturekit.capstone.pinyin_input import pinyin_syllables, plain_letters, split_syllables
 from lecturekit.capstone.tagger import (
     FusedIME,
-    SyllableTagger,
     TaggerIME,
-    clause_batch,
     ime_candidates,
     k_best_independent,
     sentence_vocabs,
 )
+from lecturekit.data.batching import pad_sequences
 from lecturekit.model.config import TransformerConfig
+from lecturekit.model.tagger import EncoderTagger
 
 PAIRS = [
     ("wo ai bei jing", "我爱北京"),
@@ -91,21 +91,7 @@ def test_sentence_vocabs_cut_rare_characters_and_keep_every_syllable() -> None:
         sentence_vocabs(PAIRS, min_count=0)
 
 
-def test_clause_batch_shifts_pads_and_maps_rare_characters_to_unk() -> None:
-    src_vocab, tgt_vocab = sentence_vocabs(PAIRS, min_count=2)
-    b = clause_batch(PAIRS[:2], src_vocab, tgt_vocab)
-    assert b.src.shape == (2, 5) and b.tgt_in.shape == b.tgt_out.shape == (2, 6)
-    assert b.src[0].tolist() == [src_vocab.stoi[s] for s in ["wo", "ai", "bei", "jing"]] + [0]
-    assert b.tgt_in[:, 0].tolist() == [tgt_vocab.bos_id] * 2
-    assert torch.equal(b.tgt_in[:, 1:5], b.tgt_out[:, :4])  # teacher forcing shift
-    assert b.tgt_out[0, 4] == tgt_vocab.eos_id and b.tgt_out[0, 5] == 0
-    assert b.labels[0, 4] == -100 and b.labels[1, 4] == tgt_vocab.unk_id  # 你 is rare
-    assert torch.equal(b.labels[0, :4], b.tgt_out[0, :4])
-    with pytest.raises(ValueError, match="one syllable per character"):
-        clause_batch([("wo ai", "我")], src_vocab, tgt_vocab)
-
-
-def _tagger(vocabs) -> SyllableTagger:
+def _tagger(vocabs) -> EncoderTagger:
     torch.manual_seed(0)
     config = TransformerConfig(
         src_vocab_size=len(vocabs[0]),
@@ -118,16 +104,20 @@ def _tagger(vocabs) -> SyllableTagger:
         dropout=0.0,
         max_len=32,
     )
-    return SyllableTagger(config).eval()
+    return EncoderTagger(config).eval()
+
+
+def _src(pairs, src_vocab) -> torch.Tensor:
+    """The padded syllable ids ``(B, S)`` of ``pairs``."""
+    return pad_sequences([[src_vocab.token_to_id(s) for s in p.split()] for p, _ in pairs])
 
 
 def test_tagger_writes_one_character_per_syllable_independent_of_padding() -> None:
     vocabs = sentence_vocabs(PAIRS, min_count=1)
     model = _tagger(vocabs)
-    b = clause_batch(PAIRS, *vocabs)
-    logits = model(b.src)
+    logits = model(_src(PAIRS, vocabs[0]))
     assert logits.shape == (4, 5, len(vocabs[1]))
-    alone = model(clause_batch(PAIRS[:1], *vocabs).src)  # no padding at all
+    alone = model(_src(PAIRS[:1], vocabs[0]))  # no padding at all
     torch.testing.assert_close(logits[0, :4], alone[0], rtol=1e-5, atol=1e-5)
 
 
@@ -157,7 +147,7 @@ def test_tagger_ime_candidates_are_distinct_and_start_with_the_argmax() -> None:
     assert all(
         len(set(c)) == 5 and all(len(s) == n for s in c) for c, n in zip(out, (4, 2), strict=True)
     )
-    logits = model(clause_batch([("zu guo", "祖国")], *vocabs).src)[0]
+    logits = model(_src([("zu guo", "祖国")], vocabs[0]))[0]
     logits[:, :4] = -torch.inf
     assert out[1][0] == vocabs[1].decode(logits.argmax(-1).tolist())
 

@@ -1,11 +1,11 @@
 """The capstone (pinyin -> Chinese characters on real text), in one place, read in the
 chapter's order: ``pinyin_input`` (typed pinyin, normalised one way for every engine),
 ``ngram`` (the n-gram engines and the clause metrics), ``engines`` (the Pinyin2Hanzi HMM
-baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger, the
-fused engine and the candidate bar's beam search), ``analysis`` (baselines, homophones,
-cross-attention, paired bootstrap), ``models`` (the shipped sentence models: recipes, resumable
-training, loading; ``python -m lecturekit.capstone build NAME``) and ``widget`` (the input box
-to type into). The corpus it reads is data: :mod:`lecturekit.data.sentences`.
+baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger as
+an input method, the fused engine and the candidate bar's beam search), ``analysis``
+(baselines, homophones, cross-attention, paired bootstrap), ``models`` (the shipped sentence
+models: recipes, training by ``fit`` in resumable pieces, loading;
+``python -m lecturekit.capstone build NAME``) and ``widget`` (the input box to type into). The corpus it reads is data: :mod:`lecturekit.data.sentences`.
 Names resolve lazily; every module's ``__all__`` is available here.
 """
 
@@ -60,11 +60,8 @@ if TYPE_CHECKING:
     from lecturekit.capstone.pinyin_input import plain_letters as plain_letters
     from lecturekit.capstone.pinyin_input import read_pinyins as read_pinyins
     from lecturekit.capstone.pinyin_input import split_syllables as split_syllables
-    from lecturekit.capstone.tagger import ClauseBatch as ClauseBatch
     from lecturekit.capstone.tagger import FusedIME as FusedIME
-    from lecturekit.capstone.tagger import SyllableTagger as SyllableTagger
     from lecturekit.capstone.tagger import TaggerIME as TaggerIME
-    from lecturekit.capstone.tagger import clause_batch as clause_batch
     from lecturekit.capstone.tagger import ime_candidates as ime_candidates
     from lecturekit.capstone.tagger import k_best_independent as k_best_independent
     from lecturekit.capstone.tagger import sentence_vocabs as sentence_vocabs

@@ -1,63 +1,62 @@
-"""The sentence-level input method's shipped models, trained in resumable pieces.
+"""The sentence-level input method's shipped models, trained in resumable pieces by ``fit``.
 
 Two recipes read People's Daily clauses (:mod:`lecturekit.data.sentences`): ``ime-sentences-at``,
 the encoder-decoder :class:`lecturekit.Transformer` (characters one after another), and
-``ime-sentences-nat``, the :class:`~lecturekit.capstone.tagger.SyllableTagger`
-(every character at once). Their training takes hours on two CPU cores, longer than one
-sitting, so unlike the other recipes it runs in **pieces**:
+``ime-sentences-nat``, the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger`
+(every character at once). Both are trained by the package's
+:func:`~lecturekit.training.loop.fit` (length-bucketed batches, the warmup / inverse square
+root schedule, Adam, gradient clipping), for hours on two CPU cores, longer than one sitting,
+so they run in **pieces**:
 
     python -m lecturekit.capstone build ime-sentences-at --max-minutes 30
 
-trains for 30 minutes (or to the recipe's last step) and stops. Every ``save_every`` steps and
-at the stop it writes the whole training state (weights, Adam moments, step, random state,
-history) atomically (a temporary file, read back, then ``os.replace``), with a SHA-256
-checksum, to :func:`state_path`, outside the package (a damaged state is refused); the next
-``build`` continues from it, and the batches, the learning rate and the dropout draws
-continue exactly where they stopped (a resumed run equals an uninterrupted
-one on the same machine and thread count). At each stop the shipped file
-``<name>.pt`` (float16 weights, vocabularies, history) is rewritten, so
+trains for 30 minutes (or to the recipe's last step) and stops. ``fit``'s training state
+(weights, Adam moments, step, random generators, history), written every ``save_every``
+steps and at the stop to :func:`state_path` (outside the package), lets the next ``build``
+continue exactly where it stopped (a resumed run equals an uninterrupted one on the same
+machine and thread count); a damaged state, or one of other settings, is refused. At each
+stop the shipped file ``<name>.pt`` (float16 weights, vocabularies, history) is rewritten, so
 :func:`load_sentence_model` always reads the latest piece; its ``metadata["finished"]`` says
 whether the recipe's ``total_steps`` are done.
 
 No hyperparameter was tuned, on validation or on test: the sizes follow the 24 MiB budget of
-shipped files and the step budgets the training time available, about 2 hours of 2 cores for
-the pair: AT 3,700 steps (1.6 hours on one thread); NAT 8,000 steps, the first 5,000 in the same
-1.6 hours on the other thread, the last 3,000 alone on both threads (28 minutes). The
-validation split only feeds the history: the mean training loss of every ``eval_every`` steps
-and the validation CER (greedy with the model's own EOS / argmax, on ``n_eval`` validation
-clauses) at the same steps and at every stop (evaluating draws no random numbers, so the extra
-points do not change the training).
+shipped files. The validation split only feeds the history: at every ``eval_every`` steps,
+the mean training loss since the last point and the validation CER (greedy with the model's
+own EOS / argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics`` hook, which draws
+none of the training's random numbers). The file written at a stop between those steps has
+one more point, at the stop; the next piece goes on with the history of an uninterrupted run. The shipped files were trained by
+the package's earlier sentence trainer with the same recipes (the same schedule, loss,
+optimiser and bucketing; another batch order and dropout stream), on which their histories
+and ``benchmarks/RESULTS.md``'s timings were measured.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from lecturekit._common import check_int, check_number
 from lecturekit.capstone.engines import TransformerIME
 from lecturekit.capstone.ngram import sentence_scores
-from lecturekit.capstone.tagger import SyllableTagger, TaggerIME, clause_batch, sentence_vocabs
+from lecturekit.capstone.tagger import TaggerIME, sentence_vocabs
 from lecturekit.data.pinyin import _cache_folder
 from lecturekit.data.sentences import split_sentences
 from lecturekit.data.vocab import Vocab
 from lecturekit.model.config import TransformerConfig
+from lecturekit.model.tagger import EncoderTagger
 from lecturekit.model.transformer import Transformer
 from lecturekit.pretrained import DATA_DIR
-from lecturekit.pretrained._files import STATE_FIX, check_entries, load_state, read_payload
-from lecturekit.pretrained._files import save_state as _save_state
+from lecturekit.pretrained._files import check_entries, read_payload
 from lecturekit.pretrained._files import ship as _ship
 from lecturekit.pretrained.building import _torch_threads
-from lecturekit.training.checks import check_finite, optimizer_step
+from lecturekit.training.config import TrainConfig
+from lecturekit.training.history import History
+from lecturekit.training.loop import fit
 
 __all__ = [
     "SentenceRecipe",
@@ -159,95 +158,67 @@ def make_sentence_model(recipe: SentenceRecipe, src_vocab: Any, tgt_vocab: Any) 
     config = TransformerConfig(
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **recipe.model
     )
-    return Transformer(config) if recipe.kind == "at" else SyllableTagger(config)
+    return Transformer(config) if recipe.kind == "at" else EncoderTagger(config)
 
 
-def _epoch_batches(n: int, lengths: Sequence[int], batch_size: int, seed: int, epoch: int):
-    # shuffle, sort by length within windows of 50 batches (little padding), shuffle batches
-    rng = random.Random(f"ime-sentences:{seed}:{epoch}")
-    order = list(range(n))
-    rng.shuffle(order)
-    window = 50 * batch_size
-    batches = []
-    for start in range(0, n, window):
-        part = sorted(order[start : start + window], key=lambda i: lengths[i])
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    rng.shuffle(batches)
-    return batches
+def _encoded(pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab):
+    # (syllable ids, character ids) of each clause: one of each per syllable
+    return [
+        (
+            [src_vocab.token_to_id(s) for s in pinyin.split()],
+            [tgt_vocab.token_to_id(c) for c in text],
+        )
+        for pinyin, text in pairs
+    ]
 
 
-def _loss(model: torch.nn.Module, recipe: SentenceRecipe, batch: Any) -> torch.Tensor:
-    if recipe.kind == "at":
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        target = batch.tgt_out.masked_fill(batch.tgt_out == model.config.pad_id, -100)
-    else:
-        logits, target = model(batch.src), batch.labels  # (B, S, V), (B, S)
-    return F.cross_entropy(
-        logits.flatten(0, 1),
-        target.flatten(),
-        ignore_index=-100,
+def _train_config(recipe: SentenceRecipe, end: int, max_minutes: float | None) -> TrainConfig:
+    # the recipe's schedule, peak_lr * min(step / warmup, sqrt(warmup / step)), is the noam
+    # schedule with factor peak_lr * sqrt(d_model * warmup)
+    d_model = recipe.model["d_model"]
+    return TrainConfig(
+        batch_size=recipe.batch_size,
+        schedule="noam",
+        lr_factor=recipe.peak_lr * math.sqrt(d_model * recipe.warmup_steps),
+        warmup_steps=recipe.warmup_steps,
         label_smoothing=recipe.label_smoothing,
+        clip_grad_norm=1.0,
+        seed=recipe.seed,
+        max_steps=end,
+        max_seconds=None if max_minutes is None else 60 * max_minutes,
+        eval_every=recipe.eval_every,
+        progress=False,
+        device="cpu",
     )
 
 
-@torch.no_grad()
-def _valid_cer(model: torch.nn.Module, recipe: SentenceRecipe, pairs, vocabs) -> float:
-    model.eval()
-    ime: TransformerIME | TaggerIME
-    if recipe.kind == "at":
-        ime = TransformerIME(model, *vocabs, beam_size=1)
-        ime._extra_steps = 1  # the shipped histories were measured so: a rebuild matches them
-    else:
-        ime = TaggerIME(model, *vocabs)
-    answers = ime.candidates([p for p, _ in pairs], 1)
-    model.train()
-    s = sentence_scores(answers, [t for _, t in pairs], k=1)
-    return float(s["edits"].sum() / s["chars"].sum())
+def _cer_metric(recipe: SentenceRecipe, pairs: list[tuple[str, str]], vocabs: tuple):
+    # fit's metrics hook: the validation CER, greedy with the model's own EOS / argmax
+    def metrics(model: torch.nn.Module) -> dict[str, float]:
+        ime: TransformerIME | TaggerIME
+        if recipe.kind == "at":
+            ime = TransformerIME(model, *vocabs, beam_size=1)
+            ime._extra_steps = 1  # the shipped histories were measured so
+        else:
+            ime = TaggerIME(model, *vocabs)
+        answers = ime.candidates([p for p, _ in pairs], 1)
+        s = sentence_scores(answers, [t for _, t in pairs], k=1)
+        return {"cer": float(s["edits"].sum() / s["chars"].sum())}
+
+    return metrics
 
 
-def _start(recipe: SentenceRecipe, pairs: dict, path: Path) -> dict[str, Any]:
-    """The saved training state at ``path``, or a fresh one (step 0)."""
-    if path.is_file():
-        state = load_state(path)
-        if _training_fields(state["recipe"]) != _training_fields(dataclasses.asdict(recipe)):
-            raise ValueError(
-                f"state_path: {path} was saved by another version of recipe {recipe.name!r}; "
-                "delete it to train from scratch"
-            )
-        state["recipe"] = dataclasses.asdict(recipe)  # the current budget and description
-        try:
-            vocabs = (Vocab.from_dict(state["src_vocab"]), Vocab.from_dict(state["tgt_vocab"]))
-            model = make_sentence_model(recipe, *vocabs)
-            model.load_state_dict(state["model"])
-        except (KeyError, RuntimeError, TypeError, ValueError) as err:
-            raise ValueError(f"state_path: {path} is damaged ({err}); {STATE_FIX}") from err
-    else:
-        vocabs = sentence_vocabs(pairs["train"], recipe.min_count)
-        model = make_sentence_model(recipe, *vocabs)
-        state = {
-            "recipe": dataclasses.asdict(recipe),
-            "step": 0,
-            "seconds": 0.0,
-            "history": {"step": [], "train_loss": [], "valid_cer": []},
-            "rng": torch.get_rng_state(),
-            "optimizer": None,
-            "loss_sum": 0.0,
-        }
-    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.peak_lr, betas=(0.9, 0.98), eps=1e-9)
-    try:
-        if state["optimizer"] is not None:
-            optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])  # dropout continues its stream
-    except (KeyError, RuntimeError, TypeError, ValueError) as err:
-        raise ValueError(f"state_path: {path} is damaged ({err!r}); {STATE_FIX}") from err
-    return {**state, "model_obj": model, "optimizer_obj": optimizer, "vocabs": vocabs}
-
-
-def _training_fields(recipe: dict[str, Any]) -> dict[str, Any]:
-    # what a saved state must share with the recipe to continue it: everything but the
-    # budget and the description (the schedule does not depend on total_steps, so a longer or
-    # shorter budget continues the same run)
-    return {k: v for k, v in recipe.items() if k not in ("total_steps", "description")}
+def _shipped_history(history: History) -> dict[str, list]:
+    # the shipped files' history: per evaluation, the mean training loss of the steps since
+    # the last one and the validation CER
+    loss, out = history.loss, {"step": [], "train_loss": [], "valid_cer": []}
+    last = 0
+    for step, cer in zip(history.eval_step, history.metrics.get("cer", []), strict=True):
+        out["step"].append(step)
+        out["train_loss"].append(round(sum(loss[last:step]) / (step - last), 5))
+        out["valid_cer"].append(round(cer, 5))
+        last = step
+    return out
 
 
 def train_sentences(
@@ -260,13 +231,15 @@ def train_sentences(
     state_file: str | Path | None = None,
     out: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train recipe ``name`` for one piece: from its saved state (or from scratch) until
-    ``max_minutes`` have passed, the step ``max_steps`` is reached or the recipe is done.
+    """Train recipe ``name`` for one piece with :func:`lecturekit.training.loop.fit`: from
+    its saved state (or from scratch) until ``max_minutes`` have passed (checked after each
+    step), the step ``max_steps`` is reached or the recipe is done.
 
-    Saves the state every ``save_every`` steps and at the stop (``state_file``, default
-    :func:`state_path`) and writes the shipped file at the stop (``out``, default
-    :func:`sentence_checkpoint_path`). ``split`` (a ``SentenceSplit``) replaces the corpus in
-    tests. Returns ``{"step", "seconds", "history", "finished"}``.
+    The state is ``fit``'s (``state_path=state_file``, default :func:`state_path`; written
+    every ``save_every`` steps and at the stop); the shipped file is written at the stop
+    (``out``, default :func:`sentence_checkpoint_path`). ``split`` (a ``SentenceSplit``)
+    replaces the corpus in tests. A non-finite loss or gradient raises ``FloatingPointError``
+    before anything is written. Returns ``{"step", "seconds", "history", "finished"}``.
     """
     recipe = _recipe(name)
     check_int("threads", threads, 1)
@@ -274,78 +247,30 @@ def train_sentences(
     check_number("max_minutes", max_minutes, 0, exclusive=("minimum",), optional=True)
     path = Path(state_file) if state_file is not None else state_path(recipe.name)
     pairs = sentence_pairs(split)
-    train = pairs["train"]
-    lengths = [len(t) for _, t in train]
     rng = random.Random(f"ime-valid:{recipe.seed}")
     valid = rng.sample(pairs["valid"], min(recipe.n_eval, len(pairs["valid"])))
     end = min(recipe.total_steps, max_steps or recipe.total_steps)
+    vocabs = sentence_vocabs(pairs["train"], recipe.min_count)
     with _torch_threads(threads):
-        state = _start(recipe, pairs, path)
-        n_batches = math.ceil(len(train) / recipe.batch_size)
-        epoch, batches = -1, []
-        start = piece_start = time.perf_counter()
-        state["model_obj"].train()
-        while state["step"] < end:
-            if max_minutes is not None and time.perf_counter() - piece_start > 60 * max_minutes:
-                break
-            step = state["step"]
-            if step // n_batches != epoch:
-                epoch = step // n_batches
-                batches = _epoch_batches(len(train), lengths, recipe.batch_size, recipe.seed, epoch)
-            batch = clause_batch([train[i] for i in batches[step % n_batches]], *state["vocabs"])
-            _update(state, recipe, batch)
-            s = state["step"]
-            if s % recipe.eval_every == 0 or s == recipe.total_steps:
-                _record(state, recipe, valid)
-            if s % recipe.save_every == 0:
-                state["seconds"] += time.perf_counter() - start
-                start = time.perf_counter()
-                _save_state(state, path)
-        state["seconds"] += time.perf_counter() - start
-        history = state["history"]
-        if state["step"] and (not history["step"] or history["step"][-1] != state["step"]):
-            _record(state, recipe, valid)  # a history point at every stop, too
-        _save_state(state, path)
-        _ship(recipe, state, Path(out) if out else sentence_checkpoint_path(recipe.name), threads)
+        model = make_sentence_model(recipe, *vocabs)
+        history = fit(
+            model,
+            _encoded(pairs["train"], *vocabs),
+            config=_train_config(recipe, end, max_minutes),
+            state_path=path,
+            save_every=recipe.save_every,
+            metrics=_cer_metric(recipe, valid, vocabs),
+        )
+        step = history.step[-1] if history.step else 0
+        shipped = _shipped_history(history)
+        destination = Path(out) if out else sentence_checkpoint_path(recipe.name)
+        _ship(recipe, model, vocabs, shipped, step, history.seconds, destination, threads)
     return {
-        "step": state["step"],
-        "seconds": state["seconds"],
-        "history": state["history"],
-        "finished": state["step"] >= recipe.total_steps,
+        "step": step,
+        "seconds": history.seconds,
+        "history": shipped,
+        "finished": step >= recipe.total_steps,
     }
-
-
-def _update(state: dict[str, Any], recipe: SentenceRecipe, batch: Any) -> None:
-    # one Adam update at the schedule's learning rate; the step and the loss sum advance.
-    # Non-finite gradients (checked before they touch the weights) or weights raise fit's
-    # FloatingPointError, so no NaN state is ever saved or shipped
-    model, optimizer = state["model_obj"], state["optimizer_obj"]
-    s = state["step"] + 1
-    lr = recipe.peak_lr * min(s / recipe.warmup_steps, math.sqrt(recipe.warmup_steps / s))
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    loss = _loss(model, recipe, batch)
-    optimizer.zero_grad()
-    loss.backward()
-    check_finite("gradients", torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), s, lr)
-    optimizer_step(optimizer, s, lr)
-    norms = torch.stack([p.detach().norm() for p in model.parameters()])
-    check_finite("parameters", norms.norm(), s, lr)
-    state["step"], state["loss_sum"] = s, state["loss_sum"] + loss.item()
-
-
-def _record(state: dict[str, Any], recipe: SentenceRecipe, valid) -> None:
-    # the mean training loss since the last history point, and the validation CER now
-    history, step = state["history"], state["step"]
-    since = step - (history["step"][-1] if history["step"] else 0)
-    history["step"].append(step)
-    history["train_loss"].append(round(state["loss_sum"] / since, 5))
-    state["loss_sum"] = 0.0
-    rng = torch.get_rng_state()  # evaluation draws nothing, but keep dropout's stream intact
-    history["valid_cer"].append(
-        round(_valid_cer(state["model_obj"], recipe, valid, state["vocabs"]), 5)
-    )
-    torch.set_rng_state(rng)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ Two models read a clause's syllables (one token per syllable) and write its char
 - the encoder-decoder :class:`lecturekit.Transformer`, autoregressive (AT): one character after
   another, greedy or beam search with the KV cache (``TransformerIME`` of
   :mod:`lecturekit.capstone.engines` runs it);
-- :class:`SyllableTagger`, its non-autoregressive (NAT) counterpart: the encoder alone and one
-  output layer, every character in parallel. A clause has exactly one character per syllable,
-  so the output length is known and the tagger needs no length predictor (chapter 4's NAT).
+- the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger`, its non-autoregressive
+  (NAT) counterpart: the Transformer's encoder and one output layer, every character in
+  parallel. A clause has exactly one character per syllable, so the output length is known and
+  the tagger needs no length predictor (chapter 4's NAT).
 
 Around them: the syllable splitter for unspaced input (:func:`split_syllables`, ``woaibeijing``
--> ``wo ai bei jing``), the vocabularies (:func:`sentence_vocabs`), the padded training batches
-(:func:`clause_batch`) and the tagger as an input method with exact k-best candidates
+-> ``wo ai bei jing``), the vocabularies (:func:`sentence_vocabs`) and the tagger as an input
+method with exact k-best candidates
 (:class:`TaggerIME`, :func:`k_best_independent`), the tagger fused with an n-gram HMM
 (:class:`FusedIME`), and the input method's call: :func:`ime_candidates`, typed pinyin -> the
 k best clauses by beam search with the KV cache.
@@ -23,7 +24,6 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -36,24 +36,20 @@ from lecturekit.capstone.pinyin_input import (
     read_pinyins,
     split_syllables,
 )
+from lecturekit.data.batching import pad_sequences
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding.beam import beam_search
-from lecturekit.model.config import TransformerConfig
-from lecturekit.model.layers import Encoder, SinusoidalPositionalEncoding
+from lecturekit.model.tagger import EncoderTagger
 from lecturekit.model.transformer import Transformer
 
 __all__ = [
     "sentence_vocabs",
-    "ClauseBatch",
-    "clause_batch",
-    "SyllableTagger",
     "k_best_independent",
     "TaggerIME",
     "FusedIME",
     "ime_candidates",
 ]
 
-IGNORE_INDEX = -100  # label of padding positions, skipped by cross_entropy
 IME_MAX_BEAM = 100  # the widest beam ime_candidates runs (k candidates = a beam of width k)
 
 
@@ -71,75 +67,6 @@ def sentence_vocabs(
     syllables = pinyin_syllables() | {s for pinyin, _ in train for s in pinyin.split()}
     chars = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
     return WordVocab(sorted(syllables)), CharVocab(chars)
-
-
-@dataclass(frozen=True)
-class ClauseBatch:
-    """Padded ids of a batch of clauses: ``src (B, S)`` syllables, ``tgt_in (B, S+1)``
-    (BOS + characters) and ``tgt_out (B, S+1)`` (characters + EOS) for the encoder-decoder,
-    ``labels (B, S)`` (characters, padding = -100) for the tagger."""
-
-    src: Tensor
-    tgt_in: Tensor
-    tgt_out: Tensor
-    labels: Tensor
-
-
-def clause_batch(
-    pairs: Sequence[tuple[str, str]], src_vocab: WordVocab, tgt_vocab: CharVocab
-) -> ClauseBatch:
-    """Encode ``(pinyin, text)`` clauses (one syllable per character) into a
-    :class:`ClauseBatch`; unknown characters become ``<unk>``, padding is ``pad_id``."""
-    if not pairs:
-        raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
-    width = max(len(text) for _, text in pairs)
-    pad = src_vocab.pad_id
-    src = torch.full((len(pairs), width), pad, dtype=torch.long)
-    tgt_in = torch.full((len(pairs), width + 1), pad, dtype=torch.long)
-    tgt_out = torch.full((len(pairs), width + 1), pad, dtype=torch.long)
-    labels = torch.full((len(pairs), width), IGNORE_INDEX, dtype=torch.long)
-    for row, (pinyin, text) in enumerate(pairs):
-        syllables = pinyin.split()
-        if len(syllables) != len(text):
-            raise ValueError(
-                f"pairs must have one syllable per character, got {pinyin!r}, {text!r}"
-            )
-        n = len(text)
-        chars = torch.tensor([tgt_vocab.token_to_id(c) for c in text])
-        src[row, :n] = torch.tensor([src_vocab.token_to_id(s) for s in syllables])
-        tgt_in[row, 0], tgt_in[row, 1 : n + 1] = tgt_vocab.bos_id, chars
-        tgt_out[row, :n], tgt_out[row, n] = chars, tgt_vocab.eos_id
-        labels[row, :n] = chars
-    return ClauseBatch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, labels=labels)
-
-
-class SyllableTagger(nn.Module):
-    """The non-autoregressive engine: embedding + sinusoidal positions, the Transformer's
-    encoder stack (``config.n_encoder_layers`` layers; the decoder fields are unused) and one
-    linear layer that writes a character for every syllable: ``src (B, S)`` -> logits
-    ``(B, S, V)``, all positions at once."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        check_type("config", config, TransformerConfig, "a TransformerConfig")
-        self.config = config
-        self.embedding = nn.Embedding(config.src_vocab_size, config.d_model)
-        self.positions = SinusoidalPositionalEncoding(config.d_model, config.max_len)
-        self.dropout = nn.Dropout(config.dropout)
-        self.encoder = Encoder(config.layer, config.n_encoder_layers)
-        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size)
-        for p in self.encoder.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        nn.init.normal_(self.embedding.weight, std=config.d_model**-0.5)
-
-    def forward(self, src: Tensor) -> Tensor:
-        """``src (B, S)`` syllable ids (``pad_id`` = padding) -> logits ``(B, S, V)``."""
-        padding = src == self.config.pad_id  # (B, S), True = masked out
-        x = self.embedding(src) * math.sqrt(self.config.d_model)  # (B, S, D)
-        x = self.dropout(self.positions(x))
-        x = self.encoder(x, src_key_padding_mask=padding if bool(padding.any()) else None)
-        return self.output_proj(x)  # (B, S, V)
 
 
 def k_best_independent(log_probs: Tensor, k: int) -> list[tuple[float, list[int]]]:
@@ -166,7 +93,7 @@ def k_best_independent(log_probs: Tensor, k: int) -> list[tuple[float, list[int]
 
 
 class TaggerIME:
-    """A trained :class:`SyllableTagger` as an input method: ``candidates(pinyins, k)``, the
+    """A trained :class:`~lecturekit.model.tagger.EncoderTagger` as an input method: ``candidates(pinyins, k)``, the
     ``k`` best clauses of each space-separated pinyin input (:func:`k_best_independent`),
     ``k`` at most ``max_candidates``. Inputs are read by
     :func:`~lecturekit.capstone.pinyin_input.read_pinyins`: what is not a syllable of the
@@ -174,8 +101,8 @@ class TaggerIME:
 
     max_candidates = 100  # k_best_independent merges k x k partial clauses per syllable
 
-    def __init__(self, model: SyllableTagger, src_vocab: WordVocab, tgt_vocab: CharVocab) -> None:
-        check_type("model", model, SyllableTagger, "a SyllableTagger")
+    def __init__(self, model: EncoderTagger, src_vocab: WordVocab, tgt_vocab: CharVocab) -> None:
+        check_type("model", model, EncoderTagger, "an EncoderTagger")
         self.model, self.src_vocab, self.tgt_vocab = model.eval(), src_vocab, tgt_vocab
         self.name = "Transformer tagger (NAT)"
         self.batch_size = 256
@@ -201,8 +128,8 @@ class TaggerIME:
         out: list[Tensor] = []
         for start in range(0, len(rows), self.batch_size):
             chunk = rows[start : start + self.batch_size]
-            fake = [(" ".join(s), "一" * len(s)) for s in chunk]  # only src is used
-            src = clause_batch(fake, self.src_vocab, self.tgt_vocab).src  # (B, S)
+            ids = [[self.src_vocab.token_to_id(s) for s in row] for row in chunk]
+            src = pad_sequences(ids, self.src_vocab.pad_id)  # (B, S)
             log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
             out += [row[: len(s)] for row, s in zip(log_probs, chunk, strict=True)]
         return out

@@ -52,6 +52,13 @@ class Batch:
         return self.src.shape[0]
 
     @property
+    def tags(self) -> torch.Tensor:
+        """``(B, T - 1)`` long: the targets ``y_1 ... y_n`` without ``<bos>``/``<eos>`` (+
+        padding); when every target is as long as its source, one label per source position
+        (what an encoder-only tagger is trained on)."""
+        return self.tgt_in[:, 1:]
+
+    @property
     def n_target_tokens(self) -> int:
         """Number of label tokens that are not padding (the loss is averaged over these)."""
         return int((~self.tgt_padding_mask).sum())

@@ -3,7 +3,8 @@
 ``config`` (sizes and switches) -> ``masks`` (what a query may not see) -> ``attention``
 (scaled dot-product and multi-head attention, chapter 2) -> ``layers`` (positional
 encodings, feed-forward, encoder and decoder layers and stacks, chapters 3-4) -> ``cache``
-(keys/values kept while decoding) -> ``transformer`` (the ``Transformer``) -> ``params``
+(keys/values kept while decoding) -> ``transformer`` (the ``Transformer``) -> ``tagger`` (its
+encoder and an output layer: the encoder-only ``EncoderTagger``) -> ``params``
 (parameter tables) -> ``interop`` (weights to and from ``torch.nn.Transformer``); beside them,
 ``rnn``: chapter 1's RNN encoder-decoder with additive attention, the model before the
 Transformer.
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from lecturekit.model import masks as masks
     from lecturekit.model import params as params
     from lecturekit.model import rnn as rnn
+    from lecturekit.model import tagger as tagger
     from lecturekit.model import transformer as transformer
     from lecturekit.model.attention import ATTENTION_FUNCTIONS as ATTENTION_FUNCTIONS
     from lecturekit.model.attention import MultiHeadAttention as MultiHeadAttention
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
     from lecturekit.model.rnn import AdditiveAttention as AdditiveAttention
     from lecturekit.model.rnn import RNNSeq2Seq as RNNSeq2Seq
     from lecturekit.model.rnn import RNNSeq2SeqConfig as RNNSeq2SeqConfig
+    from lecturekit.model.tagger import EncoderTagger as EncoderTagger
     from lecturekit.model.transformer import Transformer as Transformer
+    from lecturekit.model.transformer import init_weights as init_weights
 else:
     __getattr__, __dir__ = attach(__name__)

@@ -13,7 +13,7 @@ with ``validate=False``: nothing inside checks again.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Protocol, cast
 
 from torch import Tensor, nn
 
@@ -38,7 +38,7 @@ from lecturekit.model.layers import (
     SinusoidalPositionalEncoding,
 )
 
-__all__ = ["Transformer"]
+__all__ = ["Transformer", "init_weights"]
 
 
 def _check_fits_in_memory(config: TransformerConfig) -> None:
@@ -52,6 +52,29 @@ def _check_fits_in_memory(config: TransformerConfig) -> None:
         4 * config.min_values,
         "make the largest of them smaller",
     )
+
+
+def init_weights(stacks: list[nn.Module], embeddings: list[nn.Embedding], d_model: int) -> None:
+    """The Transformer's initialisation: Xavier for the matrices of the ``stacks`` (as
+    ``nn.Transformer``); ``embeddings`` with std ``d_model**-0.5``, so that after the
+    ``sqrt(d_model)`` scaling the input vectors have unit variance."""
+    for stack in stacks:
+        for p in stack.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+    for embedding in embeddings:
+        nn.init.normal_(embedding.weight, std=d_model**-0.5)
+
+
+class _Embeds(Protocol):
+    """What :meth:`Transformer._embed` and :meth:`Transformer._derived_padding` read of their
+    model: the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger` shares them."""
+
+    @property
+    def config(self) -> TransformerConfig: ...
+
+    @property
+    def dropout(self) -> nn.Module: ...
 
 
 class Transformer(nn.Module):
@@ -95,14 +118,10 @@ class Transformer(nn.Module):
             self.output_proj.weight = self.tgt_embedding.weight
 
     def _reset_parameters(self) -> None:
-        # Xavier for the stacks (as nn.Transformer); embeddings with std D^-1/2, so that after
-        # the sqrt(D) scaling the input vectors have unit variance
-        for p in [*self.encoder.parameters(), *self.decoder.parameters()]:
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        nn.init.normal_(self.src_embedding.weight, std=self.config.d_model**-0.5)
+        embeddings = [self.src_embedding]
         if self.tgt_embedding is not self.src_embedding:
-            nn.init.normal_(self.tgt_embedding.weight, std=self.config.d_model**-0.5)
+            embeddings.append(self.tgt_embedding)
+        init_weights([self.encoder, self.decoder], embeddings, self.config.d_model)
 
     # -- public API --------------------------------------------------------------------------
     # Masks are keyword-only, named and ordered as in torch.nn.Transformer: src_mask,
@@ -232,12 +251,16 @@ class Transformer(nn.Module):
 
     # -- the computation, on checked input ---------------------------------------------------
     def _embed(
-        self, tokens: Tensor, embedding: nn.Embedding, positions: nn.Module, offset: int = 0
+        self: _Embeds,
+        tokens: Tensor,
+        embedding: nn.Embedding,
+        positions: nn.Module,
+        offset: int = 0,
     ) -> Tensor:
         x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
         return self.dropout(positions(x, offset))
 
-    def _derived_padding(self, tokens: Tensor, given: Tensor | None) -> Tensor | None:
+    def _derived_padding(self: _Embeds, tokens: Tensor, given: Tensor | None) -> Tensor | None:
         if given is not None:
             return given
         mask = tokens == self.config.pad_id  # (B, S), True = padding

@@ -29,7 +29,7 @@ from lecturekit.data import make_loader, make_task
 from lecturekit.decoding import greedy
 from lecturekit.model.rnn import RNNSeq2Seq, RNNSeq2SeqConfig
 from lecturekit.pretrained._files import read_payload
-from lecturekit.training.checkpoint import _checksum, _write_atomically
+from lecturekit.training.checkpoint import _write_payload
 from lecturekit.training.loop import Stopping, train_steps
 
 __all__ = [
@@ -152,22 +152,14 @@ def build_rnn(name: str, path: str | Path | None = None):
         "test_exact_match_by_length": {str(k): v for k, v in by_length.items()},
     }
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    _save_payload(
-        {"recipe": dataclasses.asdict(recipe), "state": state, "metadata": metadata}, path
+    _write_payload(  # atomic, read back, with a SHA-256 checksum
+        {"recipe": dataclasses.asdict(recipe), "state": state, "metadata": metadata}, Path(path)
     )
     return model, metadata
 
 
-def _save_payload(payload: dict[str, Any], path: str | Path) -> None:
-    """Write ``payload`` (recipe, state, metadata) to ``path`` with a SHA-256 checksum, the way
-    :func:`lecturekit.training.checkpoint.save_checkpoint` writes one: atomically, read back."""
-    payload = {k: v for k, v in payload.items() if k != "checksum"}
-    payload["checksum"] = _checksum(payload)
-    _write_atomically(payload, Path(path))
-
-
 def _load_payload(path: Path, rebuild: str) -> dict[str, Any]:
-    """The payload :func:`_save_payload` wrote to ``path``, read safely (``weights_only``);
+    """The payload :func:`build_rnn` wrote to ``path``, read safely (``weights_only``);
     raises ``ValueError`` naming ``rebuild`` (the command that remakes the file) when the file
     cannot be read or its checksum is missing or does not match."""
     return read_payload(path, "name", f"reinstall lecturekit or rebuild it with `{rebuild}`")

@@ -53,6 +53,17 @@ FREE_SETTINGS = (
 # model configuration fields that change how the model computes, not what
 FREE_MODEL_FIELDS = ("attention_backend", "layernorm_backend")
 _ADAM_STATE = {"step", "exp_avg", "exp_avg_sq"}
+_STATE_ENTRIES = {
+    "step",
+    "epoch",
+    "batch",
+    "optimizer",
+    "epoch_rng",
+    "rng",
+    "steps_per_epoch",
+    "history",
+    "seconds",
+}
 
 
 @dataclass
@@ -186,7 +197,9 @@ class StateFile:
             payload = checkpoint._read_payload(self.path, verify=False)
         except ValueError as err:
             reason = str(err).removeprefix(f"path: {str(self.path)!r}").lstrip(" :")
-            raise ValueError(f"{self.where} {reason}; {FIX}") from err
+            raise ValueError(
+                f"{self.where} is damaged or is not a training state ({reason}); {FIX}"
+            ) from err
         if "checksum" not in payload or payload["checksum"] != checkpoint._checksum(payload):
             raise ValueError(
                 f"{self.where} fails its checksum (or has none): the file was damaged after "
@@ -234,6 +247,8 @@ class StateFile:
     def _check_state(self, state: dict[str, Any]) -> None:
         """Every entry of the state has the type and shape this run needs."""
         damaged = f"{self.where}: the training state is damaged ({{}}); {FIX}"
+        if missing := sorted(_STATE_ENTRIES - set(state)):
+            raise ValueError(damaged.format(f"it has no {', '.join(map(repr, missing))}"))
         for key, kind in (("step", int), ("epoch", int), ("batch", int), ("seconds", float)):
             if type(state.get(key)) is not kind or state[key] < 0:
                 raise ValueError(damaged.format(f"its {key!r} is {state.get(key)!r}"))

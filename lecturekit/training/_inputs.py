@@ -17,10 +17,17 @@ _DATA_KINDS = "a TaskData, a list of (src ids, tgt ids) pairs or an iterable of 
 
 
 def as_batches(
-    data: Any, config: TrainConfig, shuffle: bool, split: str, model_config: Any, auto: bool = False
+    data: Any,
+    config: TrainConfig,
+    shuffle: bool,
+    split: str,
+    model_config: Any,
+    auto: bool = False,
+    tagging: bool = False,
 ) -> Iterable[Any] | None:
     """Accept a ``TaskData`` (its ``split``), a list of (src ids, tgt ids) pairs, or any
-    re-iterable of ``Batch`` es (e.g. ``task.loader("train")``).
+    re-iterable of ``Batch`` es (e.g. ``task.loader("train")``). Pairs for an encoder-only
+    tagger (``tagging``) must have one target id per source id.
 
     Pairs are batched with the model's special ids and checked against the model first. An
     empty split is an error, except a validation split taken from the training ``TaskData``
@@ -50,6 +57,12 @@ def as_batches(
     if isinstance(data, Sequence) and isinstance(data[0], (tuple, list)):
         data = check_pair_shapes(data, split)
         check_pairs(data, split, c)
+        unequal = (i for i, (s, t) in enumerate(data) if len(s) != len(t))
+        if tagging and (bad := next(unequal, None)) is not None:
+            raise ValueError(
+                f"{split}[{bad}] has {len(data[bad][0])} source and {len(data[bad][1])} target "
+                "ids; an EncoderTagger writes one target token per source token"
+            )
         loader = make_loader(
             data,
             batch_size=config.batch_size,

@@ -16,7 +16,9 @@ class History:
     per token), ``token_accuracy`` (teacher-forced, training batch), ``lr`` and
     ``teacher_prob`` (1.0 without scheduled sampling). Per evaluation: ``eval_step``,
     ``valid_loss``, ``valid_token_accuracy``, ``valid_exact_match`` (greedy decoding) and
-    ``eval_seconds`` (wall time since the start of training).
+    ``eval_seconds`` (wall time since the start of training); the ``valid_*`` lists are
+    empty when ``fit`` had no validation data. ``metrics``: ``{name: values}`` of ``fit``'s
+    ``metrics`` callable, one value per evaluation.
     """
 
     step: list[int] = field(default_factory=list)
@@ -29,6 +31,7 @@ class History:
     valid_token_accuracy: list[float] = field(default_factory=list)
     valid_exact_match: list[float] = field(default_factory=list)
     eval_seconds: list[float] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:

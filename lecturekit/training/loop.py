@@ -8,7 +8,9 @@ It returns a :class:`History` (plain data; the book's ``plot_training`` draws it
 ``torchrun`` the same call trains with DistributedDataParallel
 (:mod:`lecturekit.training.distributed`); with ``TrainConfig(scheduled_sampling=...)`` it
 trains with scheduled sampling (:mod:`lecturekit.training.scheduled_sampling`); with
-``state_path=`` it can be stopped and continued (:mod:`lecturekit.training._fit_state`).
+``state_path=`` it can be stopped and continued (:mod:`lecturekit.training._fit_state`). The
+same loop trains the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger` with a label
+at every source position (the capstone's NAT tagger).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from lecturekit._common import check_has_data, check_int
+from lecturekit.model.tagger import EncoderTagger
 from lecturekit.training import distributed
 from lecturekit.training._fit_state import Position, StateFile
 from lecturekit.training._inputs import as_batches, progress_bar, resolve_device, safe_len
@@ -39,7 +42,7 @@ from lecturekit.training.checks import (
     optimizer_step,
 )
 from lecturekit.training.config import TrainConfig
-from lecturekit.training.evaluation import evaluate
+from lecturekit.training.evaluation import _record_evaluation
 from lecturekit.training.history import History
 from lecturekit.training.losses import label_smoothed_nll
 from lecturekit.training.scheduled_sampling import mix_decoder_inputs
@@ -47,6 +50,8 @@ from lecturekit.training.schedules import _set_lr, learning_rate
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from lecturekit.model.transformer import Transformer
+
+Metrics = Callable[[nn.Module], dict[str, float]]
 
 __all__ = ["Stopping", "update", "train_steps", "fit"]
 
@@ -128,7 +133,7 @@ class Stopping:
     def target_reached(self, metrics: dict[str, float]) -> bool:
         """Whether validation ``metrics`` (from :func:`evaluate`) reach the target."""
         target = self.target_exact_match
-        return target is not None and metrics["exact_match"] >= target
+        return target is not None and metrics.get("exact_match", -1.0) >= target
 
 
 def train_steps(
@@ -177,7 +182,7 @@ def train_steps(
 class _Run:
     """Everything one :func:`fit` call works with."""
 
-    model: Transformer
+    model: Transformer | EncoderTagger
     trained: nn.Module  # the model, or its DistributedDataParallel wrapper
     optimizer: torch.optim.Optimizer
     config: TrainConfig
@@ -186,12 +191,15 @@ class _Run:
     valid: Iterable[Any] | None
     stopping: Stopping
     ss_generator: torch.Generator
+    metrics: Metrics | None = None
     history: History = field(default_factory=History)
     bar: Any = None
     seconds_before: float = 0.0  # trained by earlier calls (a continued state)
 
 
-def _start(model: Transformer, config: TrainConfig, valid: Iterable[Any] | None) -> _Run:
+def _start(
+    model: Transformer | EncoderTagger, config: TrainConfig, valid: Iterable[Any] | None
+) -> _Run:
     """Join the process group, seed, move and wrap the model, build Adam (the paper's)."""
     dist = distributed.setup(config.device)
     device = dist.device if dist.enabled else resolve_device(config)
@@ -222,7 +230,7 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
     lr = learning_rate(step, config, cfg.d_model)
     _set_lr(run.optimizer, lr)  # a rate of the schedule: nothing to check
     batch = distributed.shard(batch, dist).to(run.device)
-    tgt_in, teacher_prob = batch.tgt_in, 1.0
+    tgt_in, labels, teacher_prob = batch.tgt_in, batch.tgt_out, 1.0
     ss = config.scheduled_sampling
     if ss is not None:
         teacher_prob = ss.teacher_prob(step - 1)
@@ -236,11 +244,12 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
             forbid_specials=ss.forbid_specials,
             generator=run.ss_generator,
         )
-    logits = run.trained(batch.src, tgt_in)
-    loss_sum = label_smoothed_nll(
-        logits, batch.tgt_out, config.label_smoothing, cfg.pad_id, reduction="sum"
-    )
-    loss_total, n_correct, n_tokens = _global_counts(run, logits, batch.tgt_out, loss_sum)
+    if isinstance(run.model, EncoderTagger):  # a label at every source position
+        logits, labels = run.trained(batch.src), batch.tags
+    else:
+        logits = run.trained(batch.src, tgt_in)
+    loss_sum = label_smoothed_nll(logits, labels, config.label_smoothing, cfg.pad_id, "sum")
+    loss_total, n_correct, n_tokens = _global_counts(run, logits, labels, loss_sum)
     if not math.isfinite(loss_total):
         if step > 1:
             check_weights(run.model.parameters(), step - 1, lr)  # broken by the last update?
@@ -261,15 +270,15 @@ def _train_step(run: _Run, batch: Any, step: int) -> None:
 
 
 def _global_counts(
-    run: _Run, logits: Tensor, tgt_out: Tensor, loss_sum: Tensor
+    run: _Run, logits: Tensor, labels: Tensor, loss_sum: Tensor
 ) -> tuple[float, float, float]:
     """Summed loss, correct tokens and label tokens of this step, over every process."""
-    keep = tgt_out != run.model.config.pad_id
+    keep = labels != run.model.config.pad_id
     with torch.no_grad():
         stats = torch.tensor(
             [
                 float(loss_sum),
-                float(((logits.argmax(-1) == tgt_out) & keep).sum()),
+                float(((logits.argmax(-1) == labels) & keep).sum()),
                 float(keep.sum()),
             ],
             dtype=torch.float64,
@@ -293,22 +302,6 @@ def _record_step(
         run.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
 
 
-def _evaluate_and_record(run: _Run, valid: Iterable[Any], step: int) -> dict[str, float]:
-    """Evaluation: :func:`evaluate` on ``valid`` (``run.valid``), recorded in the history."""
-    config, history = run.config, run.history
-    metrics = evaluate(run.model, valid, config.label_smoothing, config.valid_decode_max_len)
-    history.eval_step.append(step)
-    history.valid_loss.append(metrics["loss"])
-    history.valid_token_accuracy.append(metrics["token_accuracy"])
-    history.valid_exact_match.append(metrics["exact_match"])
-    history.eval_seconds.append(run.seconds_before + run.stopping.elapsed())
-    if run.bar is not None:
-        run.bar.set_postfix(
-            loss=f"{history.loss[-1]:.3f}", valid_em=f"{metrics['exact_match']:.3f}"
-        )
-    return metrics
-
-
 def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
     """Stopping: evaluate when due, then ask the budget and the target (same on every process).
 
@@ -319,8 +312,8 @@ def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
     at_epoch_end = step % steps_per_epoch == 0 if steps_per_epoch else False
     due = step % config.eval_every == 0 if config.eval_every is not None else at_epoch_end
     stop = run.stopping.budget_spent(step)
-    if run.valid is not None and due:
-        stop = run.stopping.target_reached(_evaluate_and_record(run, run.valid, step)) or stop
+    if (run.valid is not None or run.metrics is not None) and due:
+        stop = run.stopping.target_reached(_record_evaluation(run, step)) or stop
     # every process must take the same decision, or the others wait forever
     return distributed.any_true(stop, run.dist, run.device)
 
@@ -331,7 +324,7 @@ def _should_stop(run: _Run, step: int, steps_per_epoch: int | None) -> bool:
 
 
 def fit(
-    model: Transformer,
+    model: Transformer | EncoderTagger,
     train: Any,
     valid: Any = None,
     config: TrainConfig | None = None,
@@ -339,12 +332,16 @@ def fit(
     on_step: Callable[[int, nn.Module], None] | None = None,
     state_path: str | os.PathLike | None = None,
     save_every: int | None = None,
+    metrics: Metrics | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
     Args:
         model: a :class:`lecturekit.Transformer` (already initialised; seed before creating
-            it for reproducible weights).
+            it for reproducible weights), or an encoder-only
+            :class:`~lecturekit.model.tagger.EncoderTagger`, trained with a label at every
+            source position: its pairs have one target token per source token (``Batch.tags``
+            are its labels; no scheduled sampling).
         train: a ``TaskData`` (its train split is used), a list of (source ids, target ids)
             pairs, or a re-iterable of ``lecturekit.data.Batch`` (e.g. ``task.loader("train")``).
         valid: same kinds (a ``TaskData`` gives its valid split); ``None`` skips evaluation.
@@ -367,10 +364,14 @@ def fit(
             ``max_steps``, ``max_seconds``, ``target_exact_match``, ``eval_every``,
             ``valid_decode_max_len``), ``progress`` and ``device``; ``max_steps`` counts all
             steps, ``max_seconds`` this call's. The file is a checkpoint too:
-            ``load_checkpoint(state_path)`` gives its model. ``on_step`` callbacks keep
-            no state in it; not under ``torchrun``.
+            ``load_checkpoint(state_path)`` gives its model (a Transformer's). ``on_step``
+            callbacks keep no state in it; not under ``torchrun``.
         save_every: write the state every this many steps as well (None: only when training
             stops); needs ``state_path``.
+        metrics: called as ``metrics(model)`` (in eval mode) at every evaluation, with or
+            without ``valid``, it returns ``{name: value}`` recorded in ``history.metrics``
+            (e.g. a character error rate of decoded sentences); random numbers it draws do not
+            change the training.
 
     Returns:
         The :class:`History` (``plot_training(history)`` of the book's plotting module
@@ -403,23 +404,36 @@ def fit(
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    if not hasattr(model, "config") or not callable(model):
-        raise TypeError(f"model must be a lecturekit.Transformer, got {type(model).__name__}")
+    given: Any = model  # any object may come in: checked here
+    if not hasattr(given, "config") or not callable(given):
+        raise TypeError(
+            f"model must be a lecturekit.Transformer or EncoderTagger, got {type(model).__name__}"
+        )
     check_has_data("model", model)
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be callable or None, got {type(on_step).__name__}")
     check_int("save_every", save_every, minimum=1, optional=True)
+    if metrics is not None and not callable(metrics):
+        raise TypeError(f"metrics must be callable or None, got {type(metrics).__name__}")
+    tagging = isinstance(model, EncoderTagger)
+    if tagging and config.scheduled_sampling is not None:
+        raise ValueError("scheduled_sampling needs a decoder; an EncoderTagger has none")
     if save_every is not None and state_path is None:
         raise ValueError(f"save_every={save_every} needs a state_path to save to")
     auto_valid = valid is None and hasattr(train, "encoded") and hasattr(train, "valid")
     if auto_valid:
         valid = train
     # None comes back only for a validation split (none given, or an empty TaskData split)
-    train_batches = cast("Iterable[Any]", as_batches(train, config, True, "train", model.config))
-    valid_batches = as_batches(valid, config, False, "valid", model.config, auto=auto_valid)
+    train_batches = cast(
+        "Iterable[Any]", as_batches(train, config, True, "train", model.config, tagging=tagging)
+    )
+    valid_batches = as_batches(
+        valid, config, False, "valid", model.config, auto=auto_valid, tagging=tagging
+    )
     check_passes(train_batches, config.epochs, config.max_steps)
     check_decode_length(config.valid_decode_max_len, model.config)
     run = _start(model, config, valid_batches)
+    run.metrics = metrics
     steps_per_epoch = safe_len(train_batches)
     state = StateFile(state_path, save_every, run, train_batches, steps_per_epoch)
     at = state.begin()
@@ -473,11 +487,11 @@ def _finish(run: _Run, state: StateFile, at: Position) -> None:
         check_weights(run.model.parameters(), at.step, history.lr[-1])
     state.save(at, final=True)
     if (
-        run.valid is not None
+        (run.valid is not None or run.metrics is not None)
         and at.step
         and (not history.eval_step or history.eval_step[-1] != at.step)
     ):
-        _evaluate_and_record(run, run.valid, at.step)
+        _record_evaluation(run, at.step)
     if run.bar is not None:
         run.bar.close()
     history.seconds = run.seconds_before + run.stopping.elapsed()

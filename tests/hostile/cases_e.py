@@ -298,13 +298,17 @@ for _what, _damage in _DAMAGES.items():
 def _state_without(key: str) -> Any:
     import torch
 
+    from lecturekit.training.checkpoint import _checksum
+
     state, out = _trained()
     saved = torch.load(state, weights_only=True)
-    torch.save({k: v for k, v in saved.items() if k not in (key, "checksum")}, state)
+    fit_state = {k: v for k, v in saved["fit_state"].items() if k != key}
+    edited = {k: v for k, v in saved.items() if k != "checksum"} | {"fit_state": fit_state}
+    torch.save({**edited, "checksum": _checksum(edited)}, state)  # whole but for the entry
     return _train(_recipe("nat"), state, out)
 
 
-for _key in ("model", "optimizer", "rng", "src_vocab"):
+for _key in ("optimizer", "rng", "history", "step"):
     error("capstone", f"sentence_state_without_{_key}", lambda k=_key: _state_without(k), "damaged")
 
 
