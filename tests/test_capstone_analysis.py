@@ -197,6 +197,12 @@ def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
         candidate_bar_text(model, src_vocab, tgt_vocab, "shiq")
     with pytest.raises(ValueError, match="at least one pinyin syllable"):
         candidate_bar_text(model, src_vocab, tgt_vocab, " ")
+    with pytest.raises(TypeError, match="src_vocab must be the model's syllable vocabulary"):
+        ime_candidates(model, src_vocab.stoi, tgt_vocab, "shi jian")
+    with pytest.raises(TypeError, match="tgt_vocab must be the model's character vocabulary"):
+        ime_candidates(model, src_vocab, None, "shi jian")
+    with pytest.raises(ValueError, match="k: this system gives at most 100 candidates"):
+        ime_candidates(model, src_vocab, tgt_vocab, "shi jian", k=101)
 
 
 def _loop_paired(a, b, n, groups, n_resamples, seed, level):

@@ -15,6 +15,7 @@ from lecturekit.capstone.engines import (
     hmm_k_best,
     next_char_steps,
 )
+from lecturekit.capstone.pinyin_input import MAX_BEAM, MAX_CANDIDATES
 from lecturekit.capstone.tagger import sentence_vocabs
 from lecturekit.decoding import greedy
 
@@ -139,3 +140,30 @@ def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:
         ime.candidates(["shi"], 0)
     with pytest.raises(ValueError, match="not in the vocabulary|outside"):
         next_char_steps(ime, "shi", text="\u9fff")
+
+
+def test_default_length_is_at_most_one_character_per_syllable(ime) -> None:
+    """The docstring's promise: 'ni hao' never gives three characters (an unfinished
+    hypothesis one step longer was once let through: '你好好')."""
+    inputs = ["ni hao", "shi", "shi shi shi", "ji qi xue xi", "li shi"]
+    for beam in (1, 5):
+        engine = TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=beam)
+        rows = engine.candidates(inputs, beam)
+        assert all(
+            len(c) <= len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row
+        )
+    steps = next_char_steps(ime, "ni hao")
+    assert len(steps) <= 3 and len(steps[-1][0]) <= 2  # at most two characters, then EOS
+
+
+def test_every_engine_bounds_k_by_the_one_shared_bound_and_refuses_special_tokens(ime) -> None:
+    hmm = HmmBaseline()
+    assert max(hmm.max_candidates, ime.max_candidates) <= MAX_CANDIDATES
+    with pytest.raises(ValueError, match=f"at most {MAX_CANDIDATES} candidates, got k="):
+        hmm_k_best(hmm.params, ["shi"], MAX_CANDIDATES + 1)
+    with pytest.raises(ValueError, match=f"beam_size: this system gives at most {MAX_BEAM}"):
+        TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=10**9)
+    for special in ("<unk>", "<pad>", "<eos>"):  # in the model's vocabulary, but no syllables
+        with pytest.raises(ValueError, match=f"'{special}', which is not a pinyin syllable"):
+            ime.candidates([f"ni {special}"], 1)
+    assert ime.candidates(["ｎｉ ｈａｏ"], 2) == ime.candidates(["ni hao"], 2)  # full width

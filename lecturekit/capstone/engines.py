@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from lecturekit._common import check_bool
-from lecturekit.capstone.pinyin_input import check_k, read_pinyins
+from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, read_pinyins
 from lecturekit.decoding import beam_search, greedy
 
 __all__ = [
@@ -105,6 +105,7 @@ def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[f
     ending in it are kept; a path's score is ``log start + sum log emission + sum log
     transition``, each probability floored at the package's ``min_prob``. Per step the
     candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
+    ``k`` is at most :data:`~lecturekit.capstone.pinyin_input.MAX_CANDIDATES`.
     """
     check_k(k)
 
@@ -139,7 +140,8 @@ class TransformerIME:
     """A trained :class:`lecturekit.Transformer` (syllables in, characters out) as an IME.
 
     ``beam_size = 1`` decodes greedily (one candidate); otherwise beam search returns up to
-    ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
+    ``beam_size`` candidates (its n-best list); ``beam_size`` is at most
+    :data:`~lecturekit.capstone.pinyin_input.MAX_BEAM`. Inputs are decoded in batches of at most
     ``batch_size``. ``exact_length`` writes exactly one character per syllable (EOS is not
     allowed earlier, and nothing follows the last syllable's character): an input method knows
     the length of its answer; by default the model decides it (up to one per syllable: EOS may
@@ -157,7 +159,7 @@ class TransformerIME:
         *,
         exact_length: bool = False,
     ) -> None:
-        check_k(beam_size)
+        check_k(beam_size, MAX_BEAM, name="beam_size")
         check_bool("exact_length", exact_length)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.exact_length = exact_length
