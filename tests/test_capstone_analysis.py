@@ -84,8 +84,12 @@ def test_syllable_unigram_writes_the_unknown_mark_for_unseen_syllables() -> None
         ime.candidates(["shi"], 0)
     with pytest.raises(ValueError, match="k: this system gives at most 1000"):
         ime.candidates(["shi"], 10**9)
-    with pytest.raises(ValueError, match="pairs must hold"):
+    with pytest.raises(ValueError, match="pairs must be a non-empty list"):
         SyllableUnigram([])
+    with pytest.raises(TypeError, match=r"pairs\[0\] must hold two str"):
+        SyllableUnigram([(b"shi", "是")])  # once accepted, as bytes
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(pinyin, text\) pair"):
+        SyllableUnigram([("shi", "是", 1)])  # once "too many values to unpack"
 
 
 def test_homophone_contrast_sorts_positions_into_the_four_kinds() -> None:
@@ -250,3 +254,9 @@ def test_paired_cer_difference_rejects_bad_input():
         paired_cer_difference([1, 2], [1, 0], [3, 3], groups=[0])
     with pytest.raises(ValueError, match="level"):
         paired_cer_difference([1], [0], [3], level=1.0)
+    with pytest.raises(ValueError, match="chars must be >= 0 with a positive sum"):
+        paired_cer_difference([0, 0], [0, 0], [0, 0])  # once (nan, nan, nan)
+    with pytest.raises(ValueError, match="finite numbers"):
+        paired_cer_difference([float("nan"), 0], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="chars: too many zeros"):
+        paired_cer_difference([1, 0], [0, 0], [1, 0], groups=["a", "b"], n_resamples=50)

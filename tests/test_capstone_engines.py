@@ -167,3 +167,12 @@ def test_every_engine_bounds_k_by_the_one_shared_bound_and_refuses_special_token
         with pytest.raises(ValueError, match=f"'{special}', which is not a pinyin syllable"):
             ime.candidates([f"ni {special}"], 1)
     assert ime.candidates(["ｎｉ ｈａｏ"], 2) == ime.candidates(["ni hao"], 2)  # full width
+
+
+def test_transformer_ime_checks_its_model_and_vocabularies(ime) -> None:
+    with pytest.raises(TypeError, match="model must be the encoder-decoder Transformer"):
+        TransformerIME(None, ime.src_vocab, ime.tgt_vocab)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="src_vocab must be the model's syllable vocabulary"):
+        TransformerIME(ime.model, ime.tgt_vocab, ime.tgt_vocab)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tgt_vocab must be the model's character vocabulary"):
+        TransformerIME(ime.model, ime.src_vocab, ime.src_vocab)  # type: ignore[arg-type]

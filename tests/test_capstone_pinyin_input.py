@@ -9,6 +9,7 @@ from lecturekit.capstone.pinyin_input import (
     MAX_BEAM,
     MAX_CANDIDATES,
     check_k,
+    check_pairs,
     normalize_pinyin,
     plain_letters,
     read_pinyins,
@@ -43,3 +44,12 @@ def test_one_bound_and_one_message_for_k() -> None:
     for bad in (0, -1, 2.0, True, "3", None):
         with pytest.raises(ValueError, match="k: expected a positive int"):
             check_k(bad)  # type: ignore[arg-type]
+
+
+def test_pairs_are_clauses_with_one_syllable_per_character() -> None:
+    check_pairs([("ni hao", "你好")])
+    for bad in ([("ni hao ma", "你好")], [("", "")], [("ni", "")]):
+        with pytest.raises(ValueError, match=r"pairs\[0\] must have one syllable per character"):
+            check_pairs(bad)
+    with pytest.raises(TypeError, match=r"pairs\[1\] must hold two str"):
+        check_pairs([("ni", "你"), ("ni", None)])

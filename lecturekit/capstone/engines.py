@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lecturekit._common import check_bool
+from lecturekit._common import check_bool, check_type
 from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, read_pinyins
+from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding import beam_search, greedy
+from lecturekit.model.transformer import Transformer
 
 __all__ = [
     "HmmBaseline",
@@ -152,13 +154,18 @@ class TransformerIME:
 
     def __init__(
         self,
-        model: torch.nn.Module,
-        src_vocab: Any,
-        tgt_vocab: Any,
+        model: Transformer,
+        src_vocab: WordVocab,
+        tgt_vocab: CharVocab,
         beam_size: int = 5,
         *,
         exact_length: bool = False,
     ) -> None:
+        check_type("model", model, Transformer, "the encoder-decoder Transformer (the AT model)")
+        check_type("src_vocab", src_vocab, WordVocab, "the model's syllable vocabulary (WordVocab)")
+        check_type(
+            "tgt_vocab", tgt_vocab, CharVocab, "the model's character vocabulary (CharVocab)"
+        )
         check_k(beam_size, MAX_BEAM, name="beam_size")
         check_bool("exact_length", exact_length)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab

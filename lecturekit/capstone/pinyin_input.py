@@ -184,8 +184,8 @@ def check_k(k: int, limit: int = MAX_CANDIDATES, name: str = "k") -> None:
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
-    """``pairs`` are training clauses: a non-empty list of ``(pinyin, text)`` string pairs
-    (``TypeError`` / ``ValueError`` naming the first that is not)."""
+    """``pairs`` are clauses: a non-empty list of ``(pinyin, text)`` string pairs with one
+    syllable per character (``TypeError`` / ``ValueError`` naming the first that is not)."""
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
         raise ValueError(
             f"pairs must be a non-empty list of (pinyin, text) clauses, got {pairs!r:.80}"
@@ -195,3 +195,7 @@ def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
             raise TypeError(f"pairs[{i}] must be a (pinyin, text) pair, got {pair!r:.80}")
         if not all(isinstance(x, str) for x in pair):
             raise TypeError(f"pairs[{i}] must hold two str, got {pair!r:.80}")
+        if not 1 <= len(pair[1]) == len(pair[0].split()):
+            raise ValueError(
+                f"pairs[{i}] must have one syllable per character (at least one), got {pair!r:.80}"
+            )
