@@ -79,13 +79,14 @@ class SyllableUnigram:
     written ``c``; a clause's score is the product over its positions.
 
     ``pairs``: training ``(pinyin, text)`` clauses. ``candidates(pinyins, k)`` gives each
-    clause's ``k`` most probable clauses (exact, :func:`k_best_independent`). A syllable never
+    clause's ``k`` most probable clauses (exact, :func:`k_best_independent`; ``k`` at most
+    ``max_candidates``, 100: the merge costs ``k * k`` per syllable). A syllable never
     seen in training is written :data:`UNKNOWN_CHAR` (``□``, always wrong, scoring nothing),
     as :class:`~lecturekit.capstone.ngram.NgramIME` writes it.
     """
 
     name = "syllable unigram"
-    max_candidates = 1_000
+    max_candidates = 100  # k_best_independent merges k x k partial clauses per syllable
 
     def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
         check_pairs(pairs)

@@ -54,7 +54,7 @@ class HmmBaseline:
     """
 
     name = "HMM (Pinyin2Hanzi)"
-    max_candidates = 1_000
+    max_candidates = 100  # hmm_k_best copies k paths per state and step (k = 100: 5 s for 8 shi)
 
     def __init__(self) -> None:
         try:
@@ -107,9 +107,9 @@ def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[f
     ending in it are kept; a path's score is ``log start + sum log emission + sum log
     transition``, each probability floored at the package's ``min_prob``. Per step the
     candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
-    ``k`` is at most :data:`~lecturekit.capstone.pinyin_input.MAX_CANDIDATES`.
+    ``k`` is at most ``HmmBaseline.max_candidates``.
     """
-    check_k(k)
+    check_k(k, HmmBaseline.max_candidates)
 
     def log(p: float) -> float:
         return math.log(max(p, 3.14e-200))  # the package's min_prob

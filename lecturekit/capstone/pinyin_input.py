@@ -2,12 +2,13 @@
 
 A user types ``"Nǐ hǎo"``, ``"ni3 hao3"``, ``"NI  HAO"`` or ``"nü"``; the engines were trained
 on toneless lower-case syllables separated by single spaces, ü written ``v`` (``"ni hao"``,
-``"nv"``). What is unambiguous is normalised (:func:`plain_letters`): case, full-width letters, tone
-marks, tone numbers (which also end a syllable: ``"ni3hao3"`` -> ``"ni hao"``), ü / ``u:`` / ``v``, ``u``
-after j/q/x/y, apostrophes and runs of spaces. What is not a syllable (``"nihao"`` typed
-without a space, ``"hoa"``, ``"ni!"``) is refused with a ``ValueError`` that names it and, when
-it is unspaced pinyin, the split to type instead; no engine writes characters for it (nor
-for a vocabulary's special tokens: ``"<unk>"`` is no syllable).
+``"nv"``). What is unambiguous is normalised (:func:`plain_letters`): case, full-width
+letters, tone marks, tone numbers (which also end a syllable: ``"ni3hao3"`` -> ``"ni hao"``),
+ü / ``u:`` / ``v``, ``u`` after j/q/x/y, apostrophes and runs of spaces. What is not a
+syllable (``"nihao"`` typed without a space, ``"hoa"``, ``"ni!"``) is refused with a
+``ValueError`` that names it and, when it is unspaced pinyin, the split to type instead; no
+engine writes characters for it (nor for a vocabulary's special tokens: ``"<unk>"`` is no
+syllable).
 
 Every engine asks for ``k`` candidates through :func:`check_k`: one bound for all,
 :data:`MAX_CANDIDATES` (lower where an engine's memory grows faster with ``k``), one message.
@@ -81,9 +82,10 @@ def normalize_pinyin(pinyin: str, known: Container[str] = frozenset()) -> list[s
 
     Every piece must be a pinyin syllable (:func:`pinyin_syllables`) or a run of letters in
     ``known`` (an engine's own syllables; its special tokens such as ``"<unk>"`` are never
-    syllables, so no engine writes characters for them). Raises ``TypeError`` for a non-``str`` and ``ValueError`` for an
-    input without syllables or with a piece that is not one (naming the piece, and the split
-    to type when it is unspaced pinyin: ``"nihao"`` -> ``"ni hao"``).
+    syllables, so no engine writes characters for them). Raises ``TypeError`` for a
+    non-``str`` and ``ValueError`` for an input without syllables or with a piece that is not
+    one (naming the piece, and the split to type when it is unspaced pinyin: ``"nihao"`` ->
+    ``"ni hao"``).
     """
     if not isinstance(pinyin, str):
         raise TypeError(
