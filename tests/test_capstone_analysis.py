@@ -82,10 +82,14 @@ def test_syllable_unigram_writes_the_unknown_mark_for_unseen_syllables() -> None
         ime.candidates("shi", 1)
     with pytest.raises(ValueError, match="k: expected a positive int"):
         ime.candidates(["shi"], 0)
-    with pytest.raises(ValueError, match="k: this system gives at most 1000"):
+    with pytest.raises(ValueError, match="k: this system gives at most 100 "):
         ime.candidates(["shi"], 10**9)
-    with pytest.raises(ValueError, match="pairs must hold"):
+    with pytest.raises(ValueError, match="pairs must be a non-empty list"):
         SyllableUnigram([])
+    with pytest.raises(TypeError, match=r"pairs\[0\] must hold two str"):
+        SyllableUnigram([(b"shi", "是")])  # once accepted, as bytes
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(pinyin, text\) pair"):
+        SyllableUnigram([("shi", "是", 1)])  # once "too many values to unpack"
 
 
 def test_homophone_contrast_sorts_positions_into_the_four_kinds() -> None:
@@ -197,6 +201,12 @@ def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
         candidate_bar_text(model, src_vocab, tgt_vocab, "shiq")
     with pytest.raises(ValueError, match="at least one pinyin syllable"):
         candidate_bar_text(model, src_vocab, tgt_vocab, " ")
+    with pytest.raises(TypeError, match="src_vocab must be the model's syllable vocabulary"):
+        ime_candidates(model, src_vocab.stoi, tgt_vocab, "shi jian")
+    with pytest.raises(TypeError, match="tgt_vocab must be the model's character vocabulary"):
+        ime_candidates(model, src_vocab, None, "shi jian")
+    with pytest.raises(ValueError, match="k: this system gives at most 100 candidates"):
+        ime_candidates(model, src_vocab, tgt_vocab, "shi jian", k=101)
 
 
 def _loop_paired(a, b, n, groups, n_resamples, seed, level):
@@ -244,3 +254,9 @@ def test_paired_cer_difference_rejects_bad_input():
         paired_cer_difference([1, 2], [1, 0], [3, 3], groups=[0])
     with pytest.raises(ValueError, match="level"):
         paired_cer_difference([1], [0], [3], level=1.0)
+    with pytest.raises(ValueError, match="chars must be >= 0 with a positive sum"):
+        paired_cer_difference([0, 0], [0, 0], [0, 0])  # once (nan, nan, nan)
+    with pytest.raises(ValueError, match="finite numbers"):
+        paired_cer_difference([float("nan"), 0], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="chars: too many zeros"):
+        paired_cer_difference([1, 0], [0, 0], [1, 0], groups=["a", "b"], n_resamples=50)

@@ -15,6 +15,7 @@ from lecturekit.capstone.engines import (
     hmm_k_best,
     next_char_steps,
 )
+from lecturekit.capstone.pinyin_input import MAX_BEAM, MAX_CANDIDATES
 from lecturekit.capstone.tagger import sentence_vocabs
 from lecturekit.decoding import greedy
 
@@ -39,7 +40,7 @@ def test_hmm_uses_its_own_spelling_of_u_umlaut() -> None:
         hmm.candidates(["qqq"], 3)  # not a syllable: refused, as by every engine
     assert hmm.candidates(["Xué xi2"], 3) == hmm.candidates(["xue xi"], 3)  # normalised
     # k is bounded by max_candidates: refused before any decoding, not after minutes of it
-    with pytest.raises(ValueError, match="at most 1000 candidates, got k=1000000000"):
+    with pytest.raises(ValueError, match="at most 100 candidates, got k=1000000000"):
         hmm.candidates(["xue xue xue xue"], k=10**9)
 
 
@@ -139,3 +140,39 @@ def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:
         ime.candidates(["shi"], 0)
     with pytest.raises(ValueError, match="not in the vocabulary|outside"):
         next_char_steps(ime, "shi", text="\u9fff")
+
+
+def test_default_length_is_at_most_one_character_per_syllable(ime) -> None:
+    """The docstring's promise: 'ni hao' never gives three characters (an unfinished
+    hypothesis one step longer was once let through: '你好好')."""
+    inputs = ["ni hao", "shi", "shi shi shi", "ji qi xue xi", "li shi"]
+    for beam in (1, 5):
+        engine = TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=beam)
+        rows = engine.candidates(inputs, beam)
+        assert all(
+            len(c) <= len(p.split()) for p, row in zip(inputs, rows, strict=True) for c in row
+        )
+    steps = next_char_steps(ime, "ni hao")
+    assert len(steps) <= 3 and len(steps[-1][0]) <= 2  # at most two characters, then EOS
+
+
+def test_every_engine_bounds_k_by_the_one_shared_bound_and_refuses_special_tokens(ime) -> None:
+    hmm = HmmBaseline()
+    assert max(hmm.max_candidates, ime.max_candidates) <= MAX_CANDIDATES
+    with pytest.raises(ValueError, match="at most 100 candidates, got k=101"):
+        hmm_k_best(hmm.params, ["shi"], 101)  # k = 1000 took a minute on 8 syllables
+    with pytest.raises(ValueError, match=f"beam_size: this system gives at most {MAX_BEAM}"):
+        TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, beam_size=10**9)
+    for special in ("<unk>", "<pad>", "<eos>"):  # in the model's vocabulary, but no syllables
+        with pytest.raises(ValueError, match=f"'{special}', which is not a pinyin syllable"):
+            ime.candidates([f"ni {special}"], 1)
+    assert ime.candidates(["ｎｉ ｈａｏ"], 2) == ime.candidates(["ni hao"], 2)  # full width
+
+
+def test_transformer_ime_checks_its_model_and_vocabularies(ime) -> None:
+    with pytest.raises(TypeError, match="model must be the encoder-decoder Transformer"):
+        TransformerIME(None, ime.src_vocab, ime.tgt_vocab)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="src_vocab must be the model's syllable vocabulary"):
+        TransformerIME(ime.model, ime.tgt_vocab, ime.tgt_vocab)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tgt_vocab must be the model's character vocabulary"):
+        TransformerIME(ime.model, ime.src_vocab, ime.src_vocab)  # type: ignore[arg-type]

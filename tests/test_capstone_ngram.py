@@ -241,3 +241,10 @@ def test_small_misuses_get_errors_that_name_the_argument() -> None:
         evaluate_clauses(lambda pinyins, k: None, pairs)
     with pytest.raises(ValueError, match="decode must return lists of candidate strings"):
         evaluate_clauses(lambda pinyins, k: [[None]] * len(pinyins), pairs)
+    # once scored silently: CER 1 against references that were no clauses
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(pinyin, text\) pair"):
+        evaluate_clauses(lambda pinyins, k: [[""]] * len(pinyins), ["a b"])
+    with pytest.raises(ValueError, match=r"pairs\[0\] must have one syllable per character"):
+        NgramIME([("", "")], 2)  # once "vocab_size must be >= 3"
+    with pytest.raises(TypeError, match="candidates must hold one list of candidate strings"):
+        sentence_scores(["甲丁"], ["甲丁"])  # a string, not a list: '甲丁' "in" '甲丁'[:5]

@@ -214,3 +214,7 @@ def test_tagger_and_fused_ime_read_input_as_the_other_engines_and_bound_k() -> N
         ime_candidates(_tagger(vocabs), *vocabs, "woai", k=10**9)
     with pytest.raises(TypeError, match="model must be the encoder-decoder"):
         ime_candidates(_tagger(vocabs), *vocabs, "woai", k=2)
+    with pytest.raises(ValueError, match="'<unk>', which is not a pinyin syllable"):
+        tagger.candidates(["wo <unk>"], 1)  # once a confident character for the unknown token
+    with pytest.raises(ValueError, match="'<pad>', which is not a pinyin syllable"):
+        fused.candidates(["<pad> ai"], 1)

@@ -159,6 +159,12 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_the_build(monkeypatch, 
         load_lexicon()
     with pytest.raises(ValueError, match="directory: .* is a file, not a folder"):
         load_lexicon(a_file / "below")  # a file above the folder
+    monkeypatch.delenv("LECTUREKIT_CACHE")
+    pinyin_data._cache_path(tmp_path).mkdir()  # a folder where the cache file goes
+    with pytest.raises(ValueError, match="the cache file .* is not a file"):
+        load_lexicon(tmp_path)
+    with pytest.raises(TypeError, match="directory must be a str or pathlib.Path"):
+        load_lexicon(3.5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -180,3 +180,63 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_the_minute_long_build(
     monkeypatch.setenv("LECTUREKIT_CACHE", str(a_file))
     with pytest.raises(ValueError, match="LECTUREKIT_CACHE: .* is a file, not a folder"):
         load_sentences()
+
+
+def test_split_refuses_items_that_are_no_clauses_and_too_few_blocks() -> None:
+    with pytest.raises(TypeError, match="corpus must hold Clause items.*got tuple"):
+        split_sentences([("机器学习", "ji qi xue xi")])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="block_lines: the 0 People's Daily clauses fill 0"):
+        split_sentences([Clause("质量不错", "zhi liang bu cuo", "pos", 0)])  # reviews only
+    with pytest.raises(ValueError, match="fill 1 block.*at least one each"):
+        split_sentences(_many_clauses(1000), block_lines=10**9)  # train and valid left empty
+
+
+def test_a_cache_file_that_is_a_folder_or_a_bad_directory_is_refused_before_the_build(
+    tmp_path, monkeypatch
+) -> None:
+    def must_not_build():
+        raise AssertionError("built although the cache cannot be written")
+
+    monkeypatch.setattr(sentences, "build_sentences", must_not_build)
+    sentences._cache_path(tmp_path).mkdir()  # a folder where the cache file goes
+    with pytest.raises(ValueError, match="the cache file .* is not a file"):
+        load_sentences(tmp_path)
+    with pytest.raises(TypeError, match="directory must be a str or pathlib.Path"):
+        load_sentences(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="directory must be a str or pathlib.Path"):
+        load_sentences(str(tmp_path).encode())  # type: ignore[arg-type]
+    for bad in ("", "cache\0dir"):
+        with pytest.raises(ValueError, match="directory must name a folder"):
+            load_sentences(bad)
+
+
+def test_a_cache_rewritten_with_a_matching_checksum_but_impossible_rows_is_rebuilt(
+    fake_corpus, tmp_path
+) -> None:
+    import hashlib
+    import json
+
+    directory = tmp_path / "cache"
+    first = load_sentences(directory)
+    (path,) = directory.glob("sentences-*.tsv")
+    whole = path.read_text(encoding="utf-8")
+    header, body = whole.split("\n", 1)
+
+    def rewrite(new_body: str, **fields) -> str:
+        digest = hashlib.sha256(new_body.encode("utf-8")).hexdigest()
+        return json.dumps({**json.loads(header), "sha256": digest, **fields}) + "\n" + new_body
+
+    row = body.splitlines()[0]
+    source, line, text, pinyin = row.split("\t")
+    damages = {
+        "one syllable short": body.replace(row, "\t".join([source, line, text, pinyin[:-3]])),
+        "not a number": body.replace(row, "\t".join([source, "x", text, pinyin])),
+        "unknown source": body.replace(row, "\t".join(["wiki", line, text, pinyin])),
+    }
+    for name, new_body in damages.items():
+        path.write_text(rewrite(new_body), encoding="utf-8")
+        assert load_sentences(directory) == first, name
+    for name, fields in {"rows": {"rows": True}, "dropped": {"dropped": "ab"}}.items():
+        path.write_text(rewrite(body, **fields), encoding="utf-8")
+        assert load_sentences(directory) == first, name
+    assert path.read_text(encoding="utf-8") == whole

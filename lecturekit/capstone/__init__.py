@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from lecturekit.capstone.ngram import bootstrap_interval as bootstrap_interval
     from lecturekit.capstone.ngram import evaluate_clauses as evaluate_clauses
     from lecturekit.capstone.ngram import sentence_scores as sentence_scores
+    from lecturekit.capstone.pinyin_input import MAX_BEAM as MAX_BEAM
+    from lecturekit.capstone.pinyin_input import MAX_CANDIDATES as MAX_CANDIDATES
     from lecturekit.capstone.pinyin_input import check_k as check_k
     from lecturekit.capstone.pinyin_input import check_pairs as check_pairs
     from lecturekit.capstone.pinyin_input import normalize_pinyin as normalize_pinyin

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from lecturekit._common import check_int, check_number, check_type
 from lecturekit.capstone.engines import TransformerIME, cross_attention
 from lecturekit.capstone.ngram import MAX_RESAMPLES, UNKNOWN_CHAR
-from lecturekit.capstone.pinyin_input import check_k, read_pinyins
+from lecturekit.capstone.pinyin_input import check_k, check_pairs, read_pinyins
 from lecturekit.capstone.tagger import (
     ime_candidates,
     k_best_independent,
@@ -79,17 +79,17 @@ class SyllableUnigram:
     written ``c``; a clause's score is the product over its positions.
 
     ``pairs``: training ``(pinyin, text)`` clauses. ``candidates(pinyins, k)`` gives each
-    clause's ``k`` most probable clauses (exact, :func:`k_best_independent`). A syllable never
+    clause's ``k`` most probable clauses (exact, :func:`k_best_independent`; ``k`` at most
+    ``max_candidates``, 100: the merge costs ``k * k`` per syllable). A syllable never
     seen in training is written :data:`UNKNOWN_CHAR` (``□``, always wrong, scoring nothing),
     as :class:`~lecturekit.capstone.ngram.NgramIME` writes it.
     """
 
     name = "syllable unigram"
-    max_candidates = 1_000
+    max_candidates = 100  # k_best_independent merges k x k partial clauses per syllable
 
     def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
-        if not pairs:
-            raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+        check_pairs(pairs)
         # syllable -> (characters, log P(c | s)), most frequent first, ties by character
         self.ranked: dict[str, tuple[list[str], list[float]]] = {}
         for s, counter in homophones(pairs).items():
@@ -326,6 +326,13 @@ def paired_cer_difference(
             f"edits_a, edits_b and chars must be equal non-empty 1-d arrays, got shapes "
             f"{a.shape}, {b.shape} and {n.shape}"
         )
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(n).all()):
+        raise ValueError("edits_a, edits_b and chars must hold finite numbers (no NaN or inf)")
+    if (n < 0).any() or n.sum() == 0:
+        raise ValueError(
+            f"chars must be >= 0 with a positive sum (clauses without characters have no "
+            f"error rate), got a sum of {n.sum()}"
+        )
     if groups is None:
         ids = np.arange(len(a))
     else:
@@ -340,6 +347,8 @@ def paired_cer_difference(
     np.add.at(sums, ids, np.stack([a, b, n], axis=1))
     rng = np.random.default_rng(seed)
     draws = sums[rng.integers(0, len(sums), size=(n_resamples, len(sums)))].sum(axis=1)
+    if (draws[:, 2] == 0).any():  # a resample of character-less clauses only: no rate exists
+        raise ValueError("chars: too many zeros; leave out the clauses without characters")
     diffs = (draws[:, 0] - draws[:, 1]) / draws[:, 2]
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lecturekit._common import check_bool
-from lecturekit.capstone.pinyin_input import check_k, read_pinyins
+from lecturekit._common import check_bool, check_type
+from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, read_pinyins
+from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding import beam_search, greedy
+from lecturekit.model.transformer import Transformer
 
 __all__ = [
     "HmmBaseline",
@@ -52,7 +54,7 @@ class HmmBaseline:
     """
 
     name = "HMM (Pinyin2Hanzi)"
-    max_candidates = 1_000
+    max_candidates = 100  # hmm_k_best copies k paths per state and step (k = 100: 5 s for 8 shi)
 
     def __init__(self) -> None:
         try:
@@ -105,8 +107,9 @@ def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[f
     ending in it are kept; a path's score is ``log start + sum log emission + sum log
     transition``, each probability floored at the package's ``min_prob``. Per step the
     candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
+    ``k`` is at most ``HmmBaseline.max_candidates``.
     """
-    check_k(k)
+    check_k(k, HmmBaseline.max_candidates)
 
     def log(p: float) -> float:
         return math.log(max(p, 3.14e-200))  # the package's min_prob
@@ -139,7 +142,8 @@ class TransformerIME:
     """A trained :class:`lecturekit.Transformer` (syllables in, characters out) as an IME.
 
     ``beam_size = 1`` decodes greedily (one candidate); otherwise beam search returns up to
-    ``beam_size`` candidates (its n-best list). Inputs are decoded in batches of at most
+    ``beam_size`` candidates (its n-best list); ``beam_size`` is at most
+    :data:`~lecturekit.capstone.pinyin_input.MAX_BEAM`. Inputs are decoded in batches of at most
     ``batch_size``. ``exact_length`` writes exactly one character per syllable (EOS is not
     allowed earlier, and nothing follows the last syllable's character): an input method knows
     the length of its answer; by default the model decides it (up to one per syllable: EOS may
@@ -150,14 +154,19 @@ class TransformerIME:
 
     def __init__(
         self,
-        model: torch.nn.Module,
-        src_vocab: Any,
-        tgt_vocab: Any,
+        model: Transformer,
+        src_vocab: WordVocab,
+        tgt_vocab: CharVocab,
         beam_size: int = 5,
         *,
         exact_length: bool = False,
     ) -> None:
-        check_k(beam_size)
+        check_type("model", model, Transformer, "the encoder-decoder Transformer (the AT model)")
+        check_type("src_vocab", src_vocab, WordVocab, "the model's syllable vocabulary (WordVocab)")
+        check_type(
+            "tgt_vocab", tgt_vocab, CharVocab, "the model's character vocabulary (CharVocab)"
+        )
+        check_k(beam_size, MAX_BEAM, name="beam_size")
         check_bool("exact_length", exact_length)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.exact_length = exact_length

@@ -191,13 +191,8 @@ class NgramIME:
         """syllable -> (character ids ``(C,)``, log P(syllable | character) ``(C,)``)."""
         together: dict[str, Counter[int]] = defaultdict(Counter)
         per_char: Counter[int] = Counter()
-        for pinyin, text in pairs:
-            syllables = pinyin.split()
-            if len(syllables) != len(text):
-                raise ValueError(
-                    f"pairs must have one syllable per character, got {pinyin!r}, {text!r}"
-                )
-            for s, c in zip(syllables, text, strict=True):
+        for pinyin, text in pairs:  # one syllable per character: check_pairs
+            for s, c in zip(pinyin.split(), text, strict=True):
                 together[s][self.stoi[c]] += 1
                 per_char[self.stoi[c]] += 1
         table = {}
@@ -351,6 +346,12 @@ def sentence_scores(
     ``"exact"`` (first candidate equals the reference) and ``"topk"`` (the reference is among
     the first ``k``), each an array ``(N,)``. CER = ``edits.sum() / chars.sum()``."""
     check_int("k", k, 1)
+    for row in candidates:
+        if not isinstance(row, (list, tuple)) or not all(isinstance(t, str) for t in row):
+            raise TypeError(
+                f"candidates must hold one list of candidate strings per clause (best first), "
+                f"got {row!r:.80}"
+            )
     if len(candidates) != len(references):
         raise ValueError(
             f"candidates and references must have the same length, got "
@@ -431,8 +432,7 @@ def evaluate_clauses(
 ) -> ClauseScores:
     """Decode ``pairs`` (pinyin, text) with ``decode(pinyins, k)`` (e.g. a system's
     ``candidates``), time it and score it with 95 % bootstrap intervals (seeded)."""
-    if not pairs:
-        raise ValueError("pairs must hold at least one (pinyin, text) clause, got none")
+    check_pairs(pairs)
     check_int("k", k, 1)
     start = time.perf_counter()
     answers = decode([p for p, _ in pairs], k)

@@ -2,11 +2,16 @@
 
 A user types ``"Nǐ hǎo"``, ``"ni3 hao3"``, ``"NI  HAO"`` or ``"nü"``; the engines were trained
 on toneless lower-case syllables separated by single spaces, ü written ``v`` (``"ni hao"``,
-``"nv"``). What is unambiguous is normalised (:func:`plain_letters`): case, tone marks, tone
-numbers (which also end a syllable: ``"ni3hao3"`` -> ``"ni hao"``), ü / ``u:`` / ``v``, ``u``
-after j/q/x/y, apostrophes and runs of spaces. What is not a syllable (``"nihao"`` typed
-without a space, ``"hoa"``, ``"ni!"``) is refused with a ``ValueError`` that names it and, when
-it is unspaced pinyin, the split to type instead; no engine writes characters for it.
+``"nv"``). What is unambiguous is normalised (:func:`plain_letters`): case, full-width
+letters, tone marks, tone numbers (which also end a syllable: ``"ni3hao3"`` -> ``"ni hao"``),
+ü / ``u:`` / ``v``, ``u`` after j/q/x/y, apostrophes and runs of spaces. What is not a
+syllable (``"nihao"`` typed without a space, ``"hoa"``, ``"ni!"``) is refused with a
+``ValueError`` that names it and, when it is unspaced pinyin, the split to type instead; no
+engine writes characters for it (nor for a vocabulary's special tokens: ``"<unk>"`` is no
+syllable).
+
+Every engine asks for ``k`` candidates through :func:`check_k`: one bound for all,
+:data:`MAX_CANDIDATES` (lower where an engine's memory grows faster with ``k``), one message.
 
 - :func:`pinyin_syllables`: the 410 toneless syllables;
 - :func:`normalize_pinyin` (one input) and :func:`read_pinyins` (a list of inputs, the door of
@@ -31,11 +36,17 @@ __all__ = [
     "split_syllables",
     "check_k",
     "check_pairs",
+    "MAX_CANDIDATES",
+    "MAX_BEAM",
 ]
+
+MAX_CANDIDATES = 1_000  # the most candidates any engine gives for one input
+MAX_BEAM = 100  # the widest beam of the Transformer engines (k candidates = a beam of width k)
 
 _TONE_MARKS = re.compile("[\u0300-\u036f]")  # combining accents left by NFD (ü's ¨ taken first)
 _TONE_DIGIT = re.compile(r"(?<=[a-z])[0-5]")  # a tone number ends its syllable
 _U_AFTER_JQXY = re.compile(r"(?<=[jqxy])v")  # no syllable ends in j, q, x or y: always ü = u
+_LETTERS = re.compile("[a-z]+")  # what an engine's own syllables may be made of
 
 
 @functools.cache
@@ -52,10 +63,15 @@ def pinyin_syllables() -> frozenset[str]:
 
 
 def plain_letters(text: str) -> str:
-    """``text`` with what is unambiguous normalised: lower case, tone marks dropped, ü (also
-    ``u:``) written ``v`` but ``u`` after j/q/x/y (``"Lǚ xüé"`` -> ``"lv xue"``), tone numbers and
-    apostrophes turned into spaces, runs of white space into one space. Nothing is checked."""
-    text = unicodedata.normalize("NFD", text.lower()).replace("u\u0308", "v").replace("u:", "v")
+    """``text`` with what is unambiguous normalised: full-width letters and digits as ASCII
+    (``"ｎｉ"`` -> ``"ni"``), lower case, tone marks dropped, ü (also ``u:``) written ``v`` but
+    ``u`` after j/q/x/y (``"Lǚ xüé"`` -> ``"lv xue"``), tone numbers and apostrophes turned into
+    spaces, runs of white space into one space. Nothing is checked."""
+    text = (
+        unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text).lower())
+        .replace("u\u0308", "v")
+        .replace("u:", "v")
+    )
     text = _TONE_MARKS.sub("", text).replace("'", " ").replace("\u2019", " ")
     text = _U_AFTER_JQXY.sub("u", _TONE_DIGIT.sub(" ", text))
     return " ".join(text.split())
@@ -64,10 +80,12 @@ def plain_letters(text: str) -> str:
 def normalize_pinyin(pinyin: str, known: Container[str] = frozenset()) -> list[str]:
     """The syllables of one typed input, normalised by :func:`plain_letters`.
 
-    Every piece must be a pinyin syllable (:func:`pinyin_syllables`) or in ``known`` (an
-    engine's own syllables). Raises ``TypeError`` for a non-``str`` and ``ValueError`` for an
-    input without syllables or with a piece that is not one (naming the piece, and the split
-    to type when it is unspaced pinyin: ``"nihao"`` -> ``"ni hao"``).
+    Every piece must be a pinyin syllable (:func:`pinyin_syllables`) or a run of letters in
+    ``known`` (an engine's own syllables; its special tokens such as ``"<unk>"`` are never
+    syllables, so no engine writes characters for them). Raises ``TypeError`` for a
+    non-``str`` and ``ValueError`` for an input without syllables or with a piece that is not
+    one (naming the piece, and the split to type when it is unspaced pinyin: ``"nihao"`` ->
+    ``"ni hao"``).
     """
     if not isinstance(pinyin, str):
         raise TypeError(
@@ -79,7 +97,7 @@ def normalize_pinyin(pinyin: str, known: Container[str] = frozenset()) -> list[s
         raise ValueError(f"pinyins: every input needs at least one syllable, got {pinyin!r}")
     vocab = pinyin_syllables()
     for piece in syllables:
-        if piece not in vocab and piece not in known:
+        if piece not in vocab and not (piece in known and _LETTERS.fullmatch(piece)):
             raise ValueError(f"pinyins: {pinyin!r} holds {piece!r}, {_not_a_syllable(piece)}")
     return syllables
 
@@ -156,18 +174,20 @@ def _split_piece(piece: str, vocab: frozenset[str]) -> list[str] | None:
     return out
 
 
-def check_k(k: int, limit: int | None = None, name: str = "k") -> None:
+def check_k(k: int, limit: int = MAX_CANDIDATES, name: str = "k") -> None:
     """``k`` (candidates asked of an engine) is a positive int, at most ``limit`` (the engine's
-    ``max_candidates``): an unbounded ``k`` would exhaust memory rather than fail."""
+    ``max_candidates``, never above :data:`MAX_CANDIDATES`): an unbounded ``k`` would exhaust
+    memory rather than fail. Every engine refuses with this one message."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"{name}: expected a positive int, got {k!r}")
-    if limit is not None and k > limit:
+    limit = min(limit, MAX_CANDIDATES)
+    if k > limit:
         raise ValueError(f"{name}: this system gives at most {limit} candidates, got {name}={k}")
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
-    """``pairs`` are training clauses: a non-empty list of ``(pinyin, text)`` string pairs
-    (``TypeError`` / ``ValueError`` naming the first that is not)."""
+    """``pairs`` are clauses: a non-empty list of ``(pinyin, text)`` string pairs with one
+    syllable per character (``TypeError`` / ``ValueError`` naming the first that is not)."""
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
         raise ValueError(
             f"pairs must be a non-empty list of (pinyin, text) clauses, got {pairs!r:.80}"
@@ -177,3 +197,7 @@ def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
             raise TypeError(f"pairs[{i}] must be a (pinyin, text) pair, got {pair!r:.80}")
         if not all(isinstance(x, str) for x in pair):
             raise TypeError(f"pairs[{i}] must hold two str, got {pair!r:.80}")
+        if not 1 <= len(pair[1]) == len(pair[0].split()):
+            raise ValueError(
+                f"pairs[{i}] must have one syllable per character (at least one), got {pair!r:.80}"
+            )

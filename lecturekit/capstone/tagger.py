@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from lecturekit._common import check_int, check_number, check_type
 from lecturekit.capstone.ngram import NgramIME
 from lecturekit.capstone.pinyin_input import (
+    MAX_BEAM,
     check_k,
     pinyin_syllables,
     read_pinyins,
@@ -49,8 +50,6 @@ __all__ = [
     "FusedIME",
     "ime_candidates",
 ]
-
-IME_MAX_BEAM = 100  # the widest beam ime_candidates runs (k candidates = a beam of width k)
 
 
 def sentence_vocabs(
@@ -197,11 +196,14 @@ def ime_candidates(
     :func:`split_syllables`): up to ``k`` ``(clause, log P)`` pairs, best first, from beam
     search of width ``k`` with the encoder-decoder ``model``, exactly one character per
     syllable (``min_len = max_len``: the length of the answer is known), ``k`` at most
-    ``IME_MAX_BEAM``. ``use_cache`` keeps the decoder's keys and values between steps
-    (chapter 6), so a step costs one new position instead of the whole prefix.
+    :data:`~lecturekit.capstone.pinyin_input.MAX_BEAM`. ``use_cache`` keeps the decoder's keys
+    and values between steps (chapter 6), so a step costs one new position instead of the
+    whole prefix.
     """
-    check_k(k, IME_MAX_BEAM)
+    check_k(k, MAX_BEAM)
     check_type("model", model, Transformer, "the encoder-decoder Transformer (the AT model)")
+    check_type("src_vocab", src_vocab, WordVocab, "the model's syllable vocabulary (a WordVocab)")
+    check_type("tgt_vocab", tgt_vocab, CharVocab, "the model's character vocabulary (a CharVocab)")
     syllables = split_syllables(text)
     if not syllables:
         raise ValueError(f"text must hold at least one pinyin syllable, got {text!r}")

@@ -111,8 +111,16 @@ def cache_dir() -> Path:
 def _cache_folder(directory: str | os.PathLike | None) -> Path:
     """``directory`` (default :func:`cache_dir`) as a folder that can hold the cache, checked
     before a long build: a file where the folder (or one above it) should be is refused with a
-    ``ValueError`` naming the setting that chose it, so no build is lost to it."""
+    ``ValueError`` naming the setting that chose it, so no build is lost to it; so are a
+    ``directory`` that is not a path (``TypeError``), an empty one and one with a NUL byte."""
     if directory is not None:
+        if isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(
+                f"directory must be a str or pathlib.Path naming a folder, got "
+                f"{type(directory).__name__} ({directory!r:.80})"
+            )
+        if not str(directory) or "\0" in str(directory):
+            raise ValueError(f"directory must name a folder, got {str(directory)!r:.80}")
         folder, setting = Path(directory), "directory"
     else:
         folder = cache_dir()
@@ -126,6 +134,18 @@ def _cache_folder(directory: str | os.PathLike | None) -> Path:
                 )
             break
     return folder
+
+
+def _cached(path: Path) -> bool:
+    """Whether the cache file ``path`` exists (False: build it). Something else at its place
+    (a folder, a device) is refused with a ``ValueError`` before the build, which could not
+    replace it."""
+    if path.exists() and not path.is_file():
+        raise ValueError(
+            f"the cache file {str(path)!r} is not a file (a folder?): remove it, or set "
+            f"LECTUREKIT_CACHE (or pass directory=) to another folder"
+        )
+    return path.exists()
 
 
 def _is_simplified(text: str) -> bool:
@@ -178,7 +198,7 @@ def load_lexicon(directory: str | os.PathLike | None = None) -> list[Word]:
     missing.
     """
     path = _cache_path(_cache_folder(directory))
-    if path.is_file():
+    if _cached(path):
         words = _read_cache(path)
         if words is not None:
             return words

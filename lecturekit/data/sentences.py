@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from lecturekit._common import check_int, check_number
-from lecturekit.data.pinyin import _cache_folder, word_pinyin
+from lecturekit.data.pinyin import _cache_folder, _cached, word_pinyin
 
 __all__ = [
     "Clause",
@@ -69,6 +69,7 @@ _HAN = re.compile(r"[\u4e00-\u9fff]+")
 # (every punctuation mark, full or half width, and white space)
 _BOUNDARY = re.compile(r"[\W_]+")
 _SYLLABLE = re.compile(r"[a-z]+")
+_READING = re.compile(r"[a-z]+(?: [a-z]+)*")  # syllables, one space between
 
 
 class Clause(NamedTuple):
@@ -241,24 +242,41 @@ def _write_cache(path: Path, corpus: SentenceCorpus) -> None:
 
 def _read_cache(path: Path) -> SentenceCorpus | None:
     """The cached corpus, or None when the file is missing or damaged (empty, truncated,
-    edited, another format): the caller rebuilds it."""
+    edited, another format, or rewritten with a matching checksum but rows that no build
+    writes: a reading without one syllable per character): the caller rebuilds it."""
     try:
         with open(path, encoding="utf-8") as f:
             header = json.loads(f.readline())
             body = f.read()
-        if header.get("format") != SENTENCES_FORMAT:
+        if not isinstance(header, dict) or header.get("format") != SENTENCES_FORMAT:
             return None
         if hashlib.sha256(body.encode("utf-8")).hexdigest() != header.get("sha256"):
             return None
-        clauses = []
-        for row in body.splitlines():
-            source, line, text, pinyin = row.split("\t")
-            clauses.append(Clause(text, pinyin, source, int(line)))
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None  # json.JSONDecodeError is a ValueError; a non-dict header has no .get
-    if len(clauses) != header.get("rows"):
+        clauses = [_clause_of_row(row) for row in body.splitlines()]
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # json.JSONDecodeError is a ValueError
+    dropped = header.get("dropped", {})
+    counts_ok = isinstance(dropped, dict) and all(
+        isinstance(k, str) and type(n) is int for k, n in dropped.items()
+    )
+    if type(header.get("rows")) is not int or len(clauses) != header["rows"] or not counts_ok:
         return None
-    return SentenceCorpus(clauses, dict(header.get("dropped", {})))
+    return SentenceCorpus(clauses, dict(dropped))
+
+
+def _clause_of_row(row: str) -> Clause:
+    """One cache row (``source, line, text, pinyin``, tab-separated) as a :class:`Clause`;
+    ``ValueError`` unless it is a clause a build writes."""
+    source, line, text, pinyin = row.split("\t")
+    if (
+        source not in SOURCES
+        or not line.isdigit()
+        or not _HAN.fullmatch(text)
+        or not _READING.fullmatch(pinyin)
+        or pinyin.count(" ") + 1 != len(text)
+    ):
+        raise ValueError(f"not a clause row: {row!r}")
+    return Clause(text, pinyin, source, int(line))
 
 
 def load_sentences(directory: str | os.PathLike | None = None) -> SentenceCorpus:
@@ -269,7 +287,7 @@ def load_sentences(directory: str | os.PathLike | None = None) -> SentenceCorpus
     versions; a cache that fails its check (empty, truncated, edited) is rebuilt.
     """
     path = _cache_path(_cache_folder(directory))
-    corpus = _read_cache(path) if path.is_file() else None
+    corpus = _read_cache(path) if _cached(path) else None
     if corpus is None:
         corpus = build_sentences()
         _write_cache(path, corpus)
@@ -288,7 +306,8 @@ def split_sentences(
     The blocks are shuffled by ``random.Random`` seeded with ``seed``; the first
     ``test_fraction`` of them (rounded, at least one) go to test, the next ``valid_fraction``
     to validation, the rest to training. Deterministic. Review clauses all go to ``ood``.
-    ``corpus`` defaults to :func:`load_sentences()`.
+    ``corpus`` defaults to :func:`load_sentences()`. Raises ``ValueError`` when the People's
+    Daily clauses fill fewer than 3 blocks (no split would have all three parts).
     """
     check_int("seed", seed)
     check_int("block_lines", block_lines, 1)
@@ -300,8 +319,19 @@ def split_sentences(
         )
     clauses = load_sentences().clauses if corpus is None else corpus
     clauses = clauses.clauses if isinstance(clauses, SentenceCorpus) else list(clauses)
+    for c in clauses:
+        if not isinstance(c, Clause):
+            raise TypeError(
+                f"corpus must hold Clause items (from load_sentences), got {type(c).__name__} "
+                f"({c!r:.80})"
+            )
     news = [c for c in clauses if c.source == "rmrb"]
     blocks = sorted({c.line // block_lines for c in news})
+    if len(blocks) < 3:
+        raise ValueError(
+            f"block_lines: the {len(news)} People's Daily clauses fill {len(blocks)} block(s) of "
+            f"{block_lines} lines; train, validation and test need at least one each (3 blocks)"
+        )
     random.Random(f"sentences-split:{seed}").shuffle(blocks)
     n_test = max(1, round(len(blocks) * test_fraction))
     n_valid = max(1, round(len(blocks) * valid_fraction))

@@ -198,3 +198,4 @@ def fresh_cache(run: Callable[[Path], Any]) -> Callable[[], Any]:
 # the case list itself lives in the per-area modules below so that each stays short
 from hostile import cases_a, cases_b, cases_c, cases_d  # noqa: E402, F401, I001
 from hostile import cases_e, cases_f  # noqa: E402, F401, I001
+from hostile import cases_engines  # noqa: E402, F401, I001
