@@ -4,6 +4,7 @@ lecturekit.book.environment's report checked against independent sources."""
 from __future__ import annotations
 
 import ast
+import html
 import importlib
 import importlib.metadata
 import importlib.util
@@ -294,6 +295,25 @@ def test_report_prints_the_formatted_report() -> None:
     buffer = io.StringIO()
     result = environment.report(file=buffer)
     assert buffer.getvalue() == result.format() + "\n"
+
+
+def test_report_without_a_file_prints_the_text_outside_a_notebook(capsys) -> None:
+    result = environment.report()
+    assert result.format() in capsys.readouterr().out
+
+
+def test_a_notebook_shows_the_report_as_a_table_of_its_rows() -> None:
+    from IPython.core.formatters import DisplayFormatter
+
+    report = environment.collect()
+    bundle, _ = DisplayFormatter().format(report)
+    assert bundle["text/plain"] == report.format()
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", bundle["text/html"])
+    assert cells == [html.escape(text) for row in report.rows() for text in row]
+    assert ("平台", report.platform) in report.rows()
+    assert ("CPU 核数", f"{report.cpu_count}（PyTorch 使用 {report.torch_threads} 个线程）") in (
+        report.rows()
+    )
 
 
 def test_package_version() -> None:

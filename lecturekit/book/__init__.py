@@ -1,6 +1,6 @@
 """Support for the book itself: ``plotting`` (figures), ``figure_setup`` (CJK font, 2x pixels),
-``widgets`` (interactive explorers) and ``environment`` (the set-up chapter's version and
-hardware report)."""
+``widgets`` (interactive explorers), ``tables`` (result tables shown as HTML tables) and
+``environment`` (the set-up chapter's version and hardware report)."""
 
 from typing import TYPE_CHECKING
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from lecturekit.book import environment as environment
     from lecturekit.book import figure_setup as figure_setup
     from lecturekit.book import plotting as plotting
+    from lecturekit.book import tables as tables
     from lecturekit.book import widgets as widgets
     from lecturekit.book.decoding_plots import plot_beam_tree as plot_beam_tree
     from lecturekit.book.decoding_plots import plot_error_by_position as plot_error_by_position
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from lecturekit.book.plotting import plot_positional_encoding as plot_positional_encoding
     from lecturekit.book.plotting import plot_token_distribution as plot_token_distribution
     from lecturekit.book.plotting import plot_training as plot_training
+    from lecturekit.book.tables import Table as Table
     from lecturekit.book.widgets import DEFAULT_SAMPLING_SETTINGS as DEFAULT_SAMPLING_SETTINGS
     from lecturekit.book.widgets import attention_masks as attention_masks
     from lecturekit.book.widgets import explore_attention as explore_attention

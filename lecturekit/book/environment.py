@@ -11,8 +11,10 @@ import importlib
 import importlib.metadata
 import os
 import platform
-import sys
 from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from lecturekit.book.tables import Table
 
 __all__ = ["PACKAGES", "EnvironmentReport", "package_version", "collect", "report"]
 
@@ -48,20 +50,30 @@ class EnvironmentReport:
     kernels_available: bool = False
     kernels_reason: str = ""
 
-    def format(self) -> str:
-        """The report as aligned lines of text (labels in Chinese, for the book)."""
-        lines = [
-            f"Python      {self.python}",
-            f"平台        {self.platform}",
-        ]
-        for name, version in self.packages.items():
-            lines.append(f"{name:<12}{version if version is not None else '未安装'}")
-        lines.append(f"CPU 核数    {self.cpu_count}（PyTorch 使用 {self.torch_threads} 个线程）")
-        gpu = self.gpu_name if self.cuda_available else "无（使用 CPU）"
-        lines.append(f"GPU         {gpu}")
+    def rows(self) -> list[tuple[str, str]]:
+        """The report as (label, value) pairs, labels in Chinese, in the order shown."""
+        rows = [("Python", self.python), ("平台", self.platform)]
+        rows += [(name, v if v is not None else "未安装") for name, v in self.packages.items()]
+        rows.append(("CPU 核数", f"{self.cpu_count}（PyTorch 使用 {self.torch_threads} 个线程）"))
+        rows.append(("GPU", self.gpu_name if self.cuda_available else "无（使用 CPU）"))
         kernels = "可以运行" if self.kernels_available else f"不可用：{self.kernels_reason}"
-        lines.append(f"Triton 内核 {kernels}")
-        return "\n".join(lines)
+        rows.append(("Triton 内核", kernels))
+        return rows
+
+    def format(self) -> str:
+        """The report as lines of text for a terminal: label, a space, value."""
+        return "\n".join(f"{label} {value}" for label, value in self.rows())
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain-text form (``text/plain``): :meth:`format`."""
+        printer.text(self.format())
+
+    def _repr_html_(self) -> str:
+        """The report as a two-column HTML table (what Jupyter, Colab and the book show)."""
+        return Table(["项目", "这台机器"], self.rows(), align="ll")._repr_html_()
 
 
 def package_version(name: str) -> str | None:
@@ -107,8 +119,17 @@ def collect() -> EnvironmentReport:
     )
 
 
-def report(file=None) -> EnvironmentReport:
-    """Print :meth:`EnvironmentReport.format` of :func:`collect` to ``file`` (stdout) and return it."""
+def report(file: TextIO | None = None) -> EnvironmentReport:
+    """Show the :class:`EnvironmentReport` of :func:`collect` and return it.
+
+    In a notebook it is displayed as a table; elsewhere, or when ``file`` is given, its
+    :meth:`~EnvironmentReport.format` is printed to ``file`` (stdout by default).
+    """
     result = collect()
-    print(result.format(), file=file if file is not None else sys.stdout)
+    if file is None:
+        from IPython.display import display
+
+        display(result)  # outside IPython this prints str(result), the formatted text
+    else:
+        print(result.format(), file=file)
     return result
