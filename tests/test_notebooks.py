@@ -8,6 +8,7 @@ is the one _config.yml names; every notebook is committed executed top to bottom
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime
 from pathlib import Path
 
@@ -290,3 +291,61 @@ def test_a_long_chapter_says_how_long_it_runs(path: Path) -> None:
     assert seconds / 60 - 0.5 <= minutes <= seconds / 60 + 1.5, (
         f"{path.name} says about {minutes} minutes; its cells took {seconds:.0f} s"
     )
+
+
+def _field_starts(line: str) -> dict[int, int]:
+    """Display column (a wide character counts 2) where a field starts after 2+ spaces,
+    mapped to the number of wide characters before it."""
+    starts: dict[int, int] = {}
+    column = wide_before = spaces = 0
+    for ch in line:
+        if ch != " " and spaces >= 2:
+            starts[column] = wide_before
+        spaces = spaces + 1 if ch == " " else 0
+        wide = unicodedata.east_asian_width(ch) in "WF"
+        column += 2 if wide else 1
+        wide_before += wide
+    return starts
+
+
+def jagged_text_tables(text: str) -> list[str]:
+    """First lines of text tables padded with spaces that a browser shows jagged.
+
+    Two or more consecutive lines whose fields line up at the same column when a Chinese
+    character counts two columns, but with a different number of Chinese characters before
+    that column: in the browser's monospace font a Chinese character is not two columns
+    wide, so those fields do not line up. Such a table is shown as a real table instead.
+    """
+    found: list[str] = []
+    run: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.strip() and re.search(r"\S {2,}\S", line):
+            run.append(line)
+            continue
+        if len(run) >= 2:
+            starts = [_field_starts(line) for line in run]
+            shared = set(starts[0]).intersection(*starts[1:])
+            if any(len({s[c] for s in starts}) > 1 for c in shared):
+                found.append(run[0])
+        run = []
+    return found
+
+
+def test_jagged_text_tables_are_found_in_planted_text() -> None:
+    jagged = "模型      准确率\n正常模型  0.99\nabc       0.50\n"
+    aligned = "第 1 步  0.99\n第 2 步  0.50\n"
+    assert jagged_text_tables(jagged) == ["模型      准确率"]
+    assert jagged_text_tables(aligned) == []
+    assert jagged_text_tables("a   b\nc   d\n") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_printed_table_is_jagged(path: Path) -> None:
+    """Tables with Chinese labels are shown as tables (lecturekit.book.tables), not padded."""
+    jagged = []
+    for index, cell in enumerate(_read(path).cells):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = output.get("text") or ("" if "text/html" in data else data.get("text/plain"))
+            jagged += [f"cell {index}: {line}" for line in jagged_text_tables(text or "")]
+    assert not jagged, f"{path.name}: text tables padded with spaces: {jagged}"
