@@ -16,6 +16,8 @@ from lecturekit.chapters.ch06_exposure import (
     substitution_kind,
     teacher_forced_predictions,
 )
+from lecturekit.chapters.ch06_readings import is_reading, is_reading_prefix
+from lecturekit.data.tasks import number_to_chinese
 from lecturekit.decoding import greedy
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -265,6 +267,16 @@ def test_recovery_by_substitution_splits_recovery_after_error(number_model_and_b
                 counts[SUBSTITUTION_KINDS[[0, 2, 1][n_units]]] += 1
         got = {s.kind: s.rows for s in split if s.position == k}
         assert got == {kind: n for kind, n in counts.items() if n}
+        # per sentence: recovered = every label after k right on the corrupted input
+        right = teacher_forced_predictions(model, b.src, corrupted) == b.tgt_out
+        expected = [
+            bool(rows[i]) and all(bool(right[i, t]) for t in range(k, b.tgt_out.shape[1]) if b.tgt_out[i, t] != 0)
+            for i in range(b.tgt_in.shape[0])
+        ]  # fmt: skip
+        parts = [s for s in split if s.position == k]
+        assert sum(s.recovered.long() for s in parts).tolist() == [int(e) for e in expected]
+        for s in parts:
+            assert int(s.recovered.sum()) == round(s.rows * s.rest_corrupted)
     every = recovery_by_substitution(
         model, b.src, b.tgt_in, b.tgt_out, [1], candidates, list(candidates)
     )
@@ -289,3 +301,33 @@ def test_recovery_by_substitution_rejects_bad_input(tiny_model):
         recovery_by_substitution(tiny_model, src, tgt_in, tgt_out, [], [3, 4], [3])
     with pytest.raises(ValueError, match="no sentence"):
         recovery_by_substitution(tiny_model, src, tgt_in, tgt_out, [2], [3, 4], [3])
+
+
+# ---------------------------------------------------------------------------------------------
+# is_reading_prefix / is_reading: against brute force over every reading
+# ---------------------------------------------------------------------------------------------
+
+READING_CHARS = "零一二三四五六七八九两十百千万"
+
+
+@pytest.mark.parametrize("max_digits", [1, 2, 3, 4, 5])
+def test_reading_checks_agree_with_every_reading(max_digits):
+    readings = {number_to_chinese(n) for n in range(10**max_digits)}
+    prefixes = {r[:i] for r in readings for i in range(len(r) + 1)}
+    for p in prefixes:
+        assert is_reading_prefix(p, max_digits)
+        assert is_reading(p, max_digits) == (p in readings)
+        # one more character: valid exactly when brute force says so
+        for c in READING_CHARS if max_digits < 5 else "二两十万零":
+            q = p + c
+            assert is_reading_prefix(q, max_digits) == (q in prefixes), q
+            assert is_reading(q, max_digits) == (q in readings), q
+
+
+def test_reading_prefix_examples_of_the_chapter():
+    assert is_reading_prefix("四万三千") and not is_reading_prefix("四万三百")
+    assert is_reading_prefix("四十") and not is_reading("四十三千二百九十二")
+    assert is_reading("十万零一") and is_reading("两万") and not is_reading("二万")
+    assert not is_reading_prefix("十万", max_digits=5) and is_reading_prefix("十万")
+    with pytest.raises(ValueError):
+        is_reading_prefix("一", max_digits=9)

@@ -432,13 +432,15 @@ class SubstitutionRecovery:
     """Recovery after a wrong token at ``position``, for one kind of substitution.
 
     ``kind`` is one of :data:`SUBSTITUTION_KINDS`; ``rows`` sentences had that kind of substitution at ``position``,
-    and ``rest_corrupted`` of them had every label after it right (as in :class:`Recovery`).
+    and ``rest_corrupted`` of them had every label after it right (as in :class:`Recovery`);
+    ``recovered``: ``(B,)`` bool, the sentences of this kind that did.
     """
 
     position: int
     kind: str
     rows: int
     rest_corrupted: float
+    recovered: Tensor
 
 
 def recovery_by_substitution(
@@ -493,5 +495,5 @@ def recovery_by_substitution(
             mask = rows & (kinds == index)
             if bool(mask.any()):
                 rate = rest[mask].double().mean().item()
-                out.append(SubstitutionRecovery(k, kind, int(mask.sum()), rate))
+                out.append(SubstitutionRecovery(k, kind, int(mask.sum()), rate, mask & rest))
     return out
