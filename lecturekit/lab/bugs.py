@@ -243,9 +243,9 @@ BUGS: dict[str, Bug] = {
         Bug(
             "tied_embedding_std1",
             "共享权重的嵌入按标准差 1 初始化",
-            "lecturekit.model.transformer.Transformer._reset_parameters",
-            "nn.init.normal_(self.tgt_embedding.weight, std=self.config.d_model**-0.5)",
-            "nn.init.normal_(self.tgt_embedding.weight, std=1.0)",
+            "lecturekit.model.transformer.init_weights",
+            "nn.init.normal_(embedding.weight, std=d_model**-0.5)",
+            "nn.init.normal_(embedding.weight, std=1.0)  # 共享权重的那张嵌入表",
             "初始损失远高于 ln V",
             "initial_loss_check",
             _patches._tied_embedding_std1,
