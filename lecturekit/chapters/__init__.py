@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from lecturekit.chapters import ch06_copy as ch06_copy
     from lecturekit.chapters import ch06_exposure as ch06_exposure
     from lecturekit.chapters import ch06_monotonic as ch06_monotonic
+    from lecturekit.chapters import ch06_readings as ch06_readings
     from lecturekit.chapters import ch06_sampling as ch06_sampling
     from lecturekit.chapters import ch07_memory as ch07_memory
     from lecturekit.chapters import ch08_paths as ch08_paths
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
     )
     from lecturekit.chapters.ch06_monotonic import MonotonicDecoder as MonotonicDecoder
     from lecturekit.chapters.ch06_monotonic import path_faults as path_faults
+    from lecturekit.chapters.ch06_readings import is_reading as is_reading
+    from lecturekit.chapters.ch06_readings import is_reading_prefix as is_reading_prefix
     from lecturekit.chapters.ch06_sampling import bigram_table as bigram_table
     from lecturekit.chapters.ch06_sampling import prefix_table as prefix_table
     from lecturekit.chapters.ch06_sampling import repeated_bigram_rate as repeated_bigram_rate

@@ -402,7 +402,7 @@ ANSWERS = [
     (SOFTMAX, lambda s, t: nn.Parameter(_zeros(s, t)), "数值不对"),
     (BUG, _LyingStr(_WRONG_BUG), "藏着的不是"),
     (BUG, _LoopingHashStr(_WRONG_BUG), "藏着的不是"),
-    (BUG, _RIGHT_BUG.encode(), "题目要求 str"),
+    (BUG, _RIGHT_BUG.encode(), "每个名字应是 str"),
     (NOAM, lambda *a: _LoopingReprFloat(0.5), "期望"),
     (NOAM, lambda *a: _ClaimsToBeAFloat(), "期望"),
     (SHAPES, {(1, 1), (2, 2)}, "set"),
