@@ -11,6 +11,8 @@ from torch import nn
 
 from lecturekit import Transformer, TransformerConfig, causal_mask
 from lecturekit.model.interop import EncoderDecoder, to_torch
+from lecturekit.model.layers import LearnedPositionalEncoding, SinusoidalPositionalEncoding
+from lecturekit.model.transformer import positional_encoding
 
 
 def small_config(**overrides):
@@ -549,3 +551,14 @@ def test_float_masks_with_minus_inf_and_finite_biases_are_fine(model):
 
 def test_int32_ids_are_accepted(model):
     assert torch.equal(model(SRC.int(), TGT.int()), model(SRC, TGT))
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_positional_encoding_builds_the_table_the_config_names(positional: str) -> None:
+    config = TransformerConfig(**{**TINY, "positional": positional})
+    table = positional_encoding(config)
+    kind = SinusoidalPositionalEncoding if positional == "sinusoidal" else LearnedPositionalEncoding
+    assert type(table) is kind
+    model = Transformer(config)
+    # the weightless sinusoidal table is shared by both sides; learned tables are two
+    assert (model.src_positions is model.tgt_positions) == (positional == "sinusoidal")

@@ -14,12 +14,13 @@ from torch import Tensor, nn
 
 from lecturekit._common import check_token_ids, check_type
 from lecturekit.model.config import TransformerConfig
-from lecturekit.model.layers import (
-    Encoder,
-    LearnedPositionalEncoding,
-    SinusoidalPositionalEncoding,
+from lecturekit.model.layers import Encoder
+from lecturekit.model.transformer import (
+    Transformer,
+    _check_fits_in_memory,
+    init_weights,
+    positional_encoding,
 )
-from lecturekit.model.transformer import Transformer, _check_fits_in_memory, init_weights
 
 __all__ = ["EncoderTagger"]
 
@@ -40,11 +41,7 @@ class EncoderTagger(nn.Module):
         self.config = config
         c = config
         self.src_embedding = nn.Embedding(c.src_vocab_size, c.d_model)
-        self.src_positions: nn.Module = (
-            SinusoidalPositionalEncoding(c.d_model, c.max_len)
-            if c.positional == "sinusoidal"
-            else LearnedPositionalEncoding(c.d_model, c.max_len)
-        )
+        self.src_positions = positional_encoding(c)
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(c.layer, c.n_encoder_layers)
         self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size)

@@ -66,6 +66,14 @@ def init_weights(stacks: list[nn.Module], embeddings: list[nn.Embedding], d_mode
         nn.init.normal_(embedding.weight, std=d_model**-0.5)
 
 
+def positional_encoding(config: TransformerConfig) -> nn.Module:
+    """The position table ``config.positional`` names: sinusoidal (no weights) or
+    learned, for ``config.max_len`` positions of width ``config.d_model``."""
+    if config.positional == "sinusoidal":
+        return SinusoidalPositionalEncoding(config.d_model, config.max_len)
+    return LearnedPositionalEncoding(config.d_model, config.max_len)
+
+
 class _Embeds(Protocol):
     """What :meth:`Transformer._embed` and :meth:`Transformer._derived_padding` read of their
     model: the encoder-only :class:`~lecturekit.model.tagger.EncoderTagger` shares them."""
@@ -101,12 +109,10 @@ class Transformer(nn.Module):
         self.tgt_embedding = (
             self.src_embedding if c.share_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model)
         )
-        if c.positional == "sinusoidal":
-            self.src_positions: nn.Module = SinusoidalPositionalEncoding(c.d_model, c.max_len)
-            self.tgt_positions: nn.Module = self.src_positions
-        else:
-            self.src_positions = LearnedPositionalEncoding(c.d_model, c.max_len)
-            self.tgt_positions = LearnedPositionalEncoding(c.d_model, c.max_len)
+        self.src_positions = positional_encoding(c)
+        # the sinusoidal table has no weights, so both sides share it; learned ones are two
+        is_fixed = c.positional == "sinusoidal"
+        self.tgt_positions = self.src_positions if is_fixed else positional_encoding(c)
         self.dropout = nn.Dropout(c.dropout)
         layer = c.layer  # built (and validated) once, shared by both stacks
         self.encoder = Encoder(layer, c.n_encoder_layers)
