@@ -170,7 +170,7 @@ browser: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	$(PY) -m pytest tests/test_book_html.py tests/test_book_selftests.py tests/test_book_reading.py \
 		tests/test_book_phone.py \
 		tests/test_lab.py \
-		--run-book --run-lab -q -p no:cacheprovider -n $(JOBS)
+		--run-book --run-lab -q -p no:cacheprovider -n $(JOBS) --durations=15
 
 pdf-check: $(PIP_STAMP) $(CHROMIUM) $(CJK_FONT) $(EMOJI_FONT)
 	@echo "==> [8/8] PDF: make pdf, then check pages, fonts, titles, bookmarks, figures, math"

@@ -108,6 +108,29 @@ def _settings() -> dict[str, Any]:
     return {setter: resolve(getter)() for setter, getter in SETTINGS.items()}
 
 
+@contextlib.contextmanager
+def _recursion_floor() -> Any:
+    """While the answer runs, ``sys.setrecursionlimit`` sets no limit below what the waiting
+    thread needs: that thread's stack is deep (a test runner's, a notebook's), and an answer
+    that lowers the limit to 60 would otherwise make the checker itself raise RecursionError
+    the next time it calls a function. The lowered limit still differs from the one before,
+    so ``Outcome.settings`` names the change all the same."""
+    real = sys.setrecursionlimit
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    floor = depth + 100  # the checker's own calls below this frame, with room to spare
+
+    def setrecursionlimit(limit: int, /) -> None:
+        real(max(limit, floor))
+
+    sys.setrecursionlimit = setrecursionlimit
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit = real
+
+
 def _restore_settings(before: dict[str, Any]) -> list[str]:
     """Put back the settings that differ from ``before``; their setters' names."""
     changed = [setter for setter, value in _settings().items() if value != before[setter]]
@@ -159,15 +182,16 @@ def call(
             finished.set()
 
     worker = threading.Thread(target=work, name="lecturekit-exercise-check", daemon=True)
-    worker.start()
-    try:
-        finished.wait(time_limit)
-    except BaseException:  # KeyboardInterrupt: stop the worker too, then let it propagate
-        _stop(worker, finished)
-        raise
-    stopped = not finished.is_set()
-    if stopped:
-        _stop(worker, finished)
+    with _recursion_floor():
+        worker.start()
+        try:
+            finished.wait(time_limit)
+        except BaseException:  # KeyboardInterrupt: stop the worker too, then let it propagate
+            _stop(worker, finished)
+            raise
+        stopped = not finished.is_set()
+        if stopped:
+            _stop(worker, finished)
     if finished.is_set():
         worker.join(1.0)  # gone from sys._current_frames before the checker counts threads
     box.forbidden, box.escape = seen.forbidden, seen.escape
