@@ -21,7 +21,7 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 COLAB_CELL = """\
-# Colab set-up: install lecturekit from the course repository (does nothing elsewhere).
+# Colab 设置：从课程仓库安装 lecturekit（在别处什么也不做）
 import subprocess
 import sys
 
