@@ -337,13 +337,31 @@ SOFT_PLOTS = """() => Array.from(document.querySelectorAll(
   .filter(([, pixels, drawn]) => pixels < 2 * drawn - 1)"""
 
 
+# plots shown with another shape than drawn (a width capped by the column, a height left as
+# drawn): more than 2 % between the shown and the drawn ratio of width to height
+STRETCHED_PLOTS = """() => Array.from(document.querySelectorAll(
+    'article.bd-article .cell_output img, article.bd-article .lk-static-widget img'))
+  .filter(img => img.naturalWidth && img.naturalHeight && img.getBoundingClientRect().height)
+  .map(img => {
+    const box = img.getBoundingClientRect();
+    return [img.getAttribute('src').split('/').pop(), +(box.width / box.height).toFixed(3),
+            +(img.naturalWidth / img.naturalHeight).toFixed(3)];
+  })
+  .filter(([, shown, drawn]) => Math.abs(shown / drawn - 1) > 0.02)"""
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
-def test_plots_have_two_pixels_per_css_pixel(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_plots_are_sharp_and_keep_their_shape(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
     context, page = _open(browser, path)
     try:
         page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
                       ".catch(() => null)))")  # fmt: skip
         soft = page.evaluate(SOFT_PLOTS)
         assert not soft, f"{_page_id(path)}: plots drawn at 1x (file, pixels, CSS width): {soft}"
+        stretched = page.evaluate(STRETCHED_PLOTS)
+        assert not stretched, (
+            f"{_page_id(path)} on a phone: plots stretched (file, shown and drawn width/height): "
+            f"{stretched}"
+        )
     finally:
         context.close()
