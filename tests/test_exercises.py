@@ -140,6 +140,39 @@ def test_a_case_with_a_harness_calls_what_the_harness_builds(capsys):
         exercises.unregister(exercise.id)
 
 
+def _slow_double(x):
+    time.sleep(0.6)
+    return 2 * x
+
+
+def test_a_case_with_a_time_factor_gets_that_many_times_the_limit(capsys):
+    """``Case.time_factor``: a slow case (a harness that trains) may take factor times the
+    time limit, in the answer's own call and in the worker's step; the other cases may not."""
+
+    def exercise(factor: float) -> Exercise:
+        return Exercise(
+            id="sample.slow",
+            chapter=99,
+            title="加倍",
+            prompt="写一个函数 double(x)，返回 2x。",
+            hint="乘以二。",
+            explanation="2 * x。",
+            kind="function",
+            returns=Array("float32", "与 x 相同"),
+            cases=lambda: [Case(args=(torch.ones(2),), label="慢", time_factor=factor)],
+            reference=lambda x: 2 * x,
+        )
+
+    for factor, passes in [(1.0, False), (4.0, True)]:
+        register(exercise(factor))
+        try:
+            assert check("sample.slow", _slow_double, time_limit=0.25) is passes
+            out = capsys.readouterr().out
+            assert passes or "超过 0.25 秒" in out, out
+        finally:
+            exercises.unregister("sample.slow")
+
+
 def test_type_problems_name_the_type_not_the_formula(sample_exercises, capsys):
     """A right value in the wrong type says what type is needed; the hint (which would
     suggest the formula is wrong) is not printed."""

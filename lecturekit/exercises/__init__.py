@@ -111,13 +111,16 @@ class Case:
     ``harness``, for a case that uses the answer as a part (a layer trained inside a small
     model): called with the answer, it returns the function the case calls with ``args``
     instead; the expected result is that of ``harness(reference)``. The whole harness runs
-    under the answer's time limit and forbidden-call watch.
+    under the answer's time limit and forbidden-call watch. ``time_factor``: the case may take
+    this many times the time limit (a harness that trains a small model runs hundreds of
+    steps, and a reader's laptop may be slow or busy).
     """
 
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     harness: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+    time_factor: float = 1.0
 
 
 @dataclass
@@ -326,7 +329,7 @@ def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) ->
             checking.fail(ex, "尚未完成：还没有答案（得到 None）。完成练习后再运行 check。")
         )
 
-    def work(step: Callable[[str], None]) -> bool:
+    def work(step: Callable[..., None]) -> bool:
         if ex.kind == "value":
             step("比较你的答案")
             return checking.check_value(ex, answer)
@@ -342,7 +345,7 @@ def check(exercise_id: str, answer: Any, *, time_limit: float = TIME_LIMIT_S) ->
     limit = 2 * time_limit + 2
     outcome = running.isolated(work, step_limit=limit)
     if outcome.status == "timeout":
-        message = checking.timeout_message(outcome.step, outcome.phase, limit)
+        message = checking.timeout_message(outcome.step, outcome.phase, outcome.seconds)
         return running.verdict(checking.fail(ex, message))
     if outcome.status == "died":
         message = checking.died_message(outcome.step, outcome.phase, outcome.exitcode)

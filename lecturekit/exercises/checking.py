@@ -64,9 +64,7 @@ def check_value(ex: Exercise, answer: Any) -> bool:
     return True
 
 
-def check_function(
-    ex: Exercise, answer: Any, time_limit: float, step: Callable[[str], None]
-) -> bool:
+def check_function(ex: Exercise, answer: Any, time_limit: float, step: Callable[..., None]) -> bool:
     if not callable(answer):
         return fail(
             ex,
@@ -77,8 +75,9 @@ def check_function(
     frozen = [guard.Frozen(case.args, dict(case.kwargs)) for case in cases]
     for number, (case, inputs) in enumerate(zip(cases, frozen, strict=True), start=1):
         label = f"第 {number}/{len(cases)} 个测试" + (f"（{case.label}）" if case.label else "")
-        step(label)
-        failure = _check_case(ex, answer, case, inputs, label, time_limit, first=number == 1)
+        step(label, case.time_factor)
+        seconds = time_limit * case.time_factor
+        failure = _check_case(ex, answer, case, inputs, label, seconds, first=number == 1)
         if failure is not None:
             return fail(ex, *failure)
     print(f"✅ 通过！练习 {ex.id} 的 {len(cases)} 个测试全部正确。", file=running.feedback())

@@ -205,8 +205,9 @@ class Isolated:
     """What happened to a check run by :func:`isolated`.
 
     ``status``: "returned" (``passed`` holds its verdict), "timeout" (``step`` named the step
-    that ran past the limit, ``phase`` what it was doing) or "died" (the worker process ended
-    without a verdict, with ``exitcode``: negative for the number of the signal that ended it).
+    that ran past the limit, ``phase`` what it was doing, ``seconds`` the step's limit) or
+    "died" (the worker process ended without a verdict, with ``exitcode``: negative for the
+    number of the signal that ended it).
     """
 
     status: str
@@ -214,6 +215,7 @@ class Isolated:
     step: str = ""
     exitcode: int | None = None
     phase: str = ""
+    seconds: float = 0.0
 
 
 def can_fork() -> bool:
@@ -228,18 +230,18 @@ def can_fork() -> bool:
     return not (torch is not None and torch.cuda.is_initialized())
 
 
-def isolated(work: Callable[[Callable[[str], None]], bool], *, step_limit: float) -> Isolated:
-    """Run ``work(step)`` (a whole check; it calls ``step(label)`` as each hidden case starts,
-    and may call :func:`phase` within a step) in a forked worker process where
+def isolated(work: Callable[[Callable[..., None]], bool], *, step_limit: float) -> Isolated:
+    """Run ``work(step)`` (a whole check; it calls ``step(label, factor=1.0)`` as each hidden
+    case starts, and may call :func:`phase` within a step) in a forked worker process where
     :func:`can_fork`, else in this process.
 
     In the worker, what ``work`` prints is sent back and printed here as it comes (what the
     answer prints up to ``OUTPUT_LIMIT`` characters; the checker's own :func:`feedback` in
-    full); each step may run ``step_limit`` seconds, after which the worker is killed. Only
+    full); each step may run ``factor * step_limit`` seconds, after which the worker is killed. Only
     strings and a bool cross back, so nothing the answer returns is formatted or compared here.
     """
     if not can_fork():
-        return Isolated("returned", passed=bool(work(lambda label: None)))
+        return Isolated("returned", passed=bool(work(lambda label, factor=1.0: None)))
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     worker = context.Process(target=_worker, args=(work, send), daemon=True)
@@ -256,17 +258,20 @@ def isolated(work: Callable[[Callable[[str], None]], bool], *, step_limit: float
 
 def _follow(worker: Any, receive: Any, step_limit: float) -> Isolated:
     """Print what the worker sends until its verdict, its death or a step's time limit."""
-    deadline, step, doing = time.monotonic() + step_limit, "", ""
+    seconds, step, doing = step_limit, "", ""
+    deadline = time.monotonic() + seconds
     while True:
         if not receive.poll(max(0.0, deadline - time.monotonic())):
-            return Isolated("timeout", step=step, phase=doing)
+            return Isolated("timeout", step=step, phase=doing, seconds=seconds)
         try:
             kind, content = receive.recv()
         except (EOFError, OSError):  # the worker ended without a verdict
             worker.join()
             return Isolated("died", step=step, exitcode=worker.exitcode, phase=doing)
         if kind == "step":
-            deadline, step, doing = time.monotonic() + step_limit, content, ""
+            (step, factor), doing = content, ""
+            seconds = step_limit * factor
+            deadline = time.monotonic() + seconds
         elif kind == "phase":
             doing = content
         elif kind in ("stdout", "stderr"):
@@ -294,7 +299,7 @@ def feedback() -> Any:
     return _FEEDBACK[0] if _FEEDBACK else sys.stdout
 
 
-def _worker(work: Callable[[Callable[[str], None]], bool], send: Any) -> None:
+def _worker(work: Callable[[Callable[..., None]], bool], send: Any) -> None:
     """The forked process: one torch thread (OpenMP's pool does not survive a fork: a child
     entering a parallel region after the parent used one waits forever), output to the pipe,
     SIGINT ignored (the parent stops the worker when the reader interrupts). The file
@@ -314,7 +319,9 @@ def _worker(work: Callable[[Callable[[str], None]], bool], send: Any) -> None:
     )
     _PIPE[:], _FEEDBACK[:] = [send], [_PipeWriter(send, "stdout", None)]
     try:
-        passed = work(lambda label: send.send(("step", str.__str__(label))))
+        passed = work(
+            lambda label, factor=1.0: send.send(("step", (str.__str__(label), float(factor))))
+        )
     except BaseException:  # a checker bug: show it (a looping __str__ meets the step limit)
         traceback.print_exc(file=_FEEDBACK[0])
         passed = False
