@@ -56,9 +56,12 @@ WITH_WIDGETS = [p for p in CHAPTERS if 'class="lk-static-widget"' in p.read_text
 MAX_PAGE_BYTES = 4.5 * 2**20
 
 
-def _open(browser, path: Path, device: dict | None = None, **options):  # type: ignore[no-untyped-def]
-    """The page in a fresh context of the device (a phone unless told), offline."""
+def _open(browser, path: Path, device: dict | None = None, on_request=None, **options):  # type: ignore[no-untyped-def]
+    """The page in a fresh context of the device (a phone unless told), offline;
+    ``on_request`` is called with the URL of every file the page requests."""
     context = browser.new_context(**(device or PHONE), service_workers="block", **options)
+    if on_request is not None:
+        context.on("request", lambda request: on_request(request.url))
     context.route(
         "**/*",
         lambda route: (
@@ -90,17 +93,6 @@ WIDER_THAN_SCREEN = """(width) => {
   });
   return found;
 }"""
-
-
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_no_page_is_wider_than_a_phone(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, path)
-    try:
-        width = page.evaluate("() => document.documentElement.scrollWidth")
-        wide = page.evaluate(WIDER_THAN_SCREEN, WIDTH)
-        assert width <= WIDTH and not wide, f"{_page_id(path)} is {width} px wide: {wide[:5]}"
-    finally:
-        context.close()
 
 
 # An element's box on the screen the reader sees (the visual viewport), in CSS pixels
@@ -259,16 +251,6 @@ UNMARKED_CODE = """() => Array.from(document.querySelectorAll('article.bd-articl
   .map(pre => pre.textContent.trim().slice(0, 40))"""
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
-def test_wide_code_cells_show_that_they_scroll(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, path)
-    try:
-        unmarked = page.evaluate(UNMARKED_CODE)
-        assert not unmarked, f"{_page_id(path)}: {len(unmarked)} code cells: {unmarked[:5]}"
-    finally:
-        context.close()
-
-
 # The contrast ratio (WCAG 2) of the widget label's text on the background below it
 LABEL_CONTRAST = """() => {
   const parse = color => (color.match(/[\\d.]+/g) || []).map(Number);
@@ -303,32 +285,6 @@ def test_widget_label_is_readable(browser, scheme: str) -> None:  # type: ignore
         context.close()
 
 
-def _requested_bytes(browser, path: Path) -> tuple[int, list[tuple[int, str]]]:  # type: ignore[no-untyped-def]
-    """What the page weighs once loaded and its fonts settled: the files it requested."""
-    context, page = _open(browser, path)
-    try:
-        requested: list[str] = []
-        page.on("request", lambda request: requested.append(request.url))
-        page.reload(wait_until="load", timeout=TIMEOUT_MS)
-        page.evaluate("() => document.fonts.ready.then(() => null)")
-        page.wait_for_timeout(500)
-        files = {
-            Path(url2pathname(urlparse(url).path)) for url in requested if url.startswith("file:")
-        }
-        sizes = sorted(((f.stat().st_size, f.name) for f in files if f.is_file()), reverse=True)
-        return sum(size for size, _ in sizes), sizes
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_page_weight(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
-    total, sizes = _requested_bytes(browser, path)
-    assert total <= MAX_PAGE_BYTES, (
-        f"{_page_id(path)}: {total / 2**20:.2f} MiB, largest {sizes[:5]}"
-    )
-
-
 # plots (a cell's output or a widget's figure) drawn with fewer than 2 pixels per CSS pixel
 SOFT_PLOTS = """() => Array.from(document.querySelectorAll(
     'article.bd-article .cell_output img, article.bd-article .lk-static-widget img'))
@@ -350,18 +306,43 @@ STRETCHED_PLOTS = """() => Array.from(document.querySelectorAll(
   .filter(([, shown, drawn]) => Math.abs(shown / drawn - 1) > 0.02)"""
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_page_id)
-def test_plots_are_sharp_and_keep_their_shape(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, path)
+def _weight(requested: list[str]) -> tuple[int, list[tuple[int, str]]]:
+    """What the files a page requested weigh: the total and the largest (size, name) first."""
+    files = {Path(url2pathname(urlparse(url).path)) for url in requested if url.startswith("file:")}
+    sizes = sorted(((f.stat().st_size, f.name) for f in files if f.is_file()), reverse=True)
+    return sum(size for size, _ in sizes), sizes
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_page_id)
+def test_page_on_a_phone(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """One load of each page on a phone (a page load is most of a browser test's time): the
+    page is no wider than the screen; it weighs at most MAX_PAGE_BYTES once loaded and its
+    fonts settled; in a chapter, a code cell wider than its box shows that it scrolls, and
+    every plot is sharp (2 pixels per CSS pixel) and keeps its drawn shape. Every problem
+    found is reported, not only the first."""
+    requested: list[str] = []
+    context, page = _open(browser, path, on_request=requested.append)
     try:
-        page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
-                      ".catch(() => null)))")  # fmt: skip
-        soft = page.evaluate(SOFT_PLOTS)
-        assert not soft, f"{_page_id(path)}: plots drawn at 1x (file, pixels, CSS width): {soft}"
-        stretched = page.evaluate(STRETCHED_PLOTS)
-        assert not stretched, (
-            f"{_page_id(path)} on a phone: plots stretched (file, shown and drawn width/height): "
-            f"{stretched}"
-        )
+        page.evaluate("() => document.fonts.ready.then(() => null)")
+        page.wait_for_timeout(300)
+        found = []
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        wide = page.evaluate(WIDER_THAN_SCREEN, WIDTH)
+        if width > WIDTH or wide:
+            found.append(f"{width} px wide: {wide[:5]}")
+        total, sizes = _weight(requested)
+        if total > MAX_PAGE_BYTES:
+            found.append(f"weighs {total / 2**20:.2f} MiB, largest {sizes[:5]}")
+        if path in CHAPTERS:
+            unmarked = page.evaluate(UNMARKED_CODE)
+            if unmarked:
+                found.append(f"{len(unmarked)} wide code cells without a cue: {unmarked[:5]}")
+            page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
+                          ".catch(() => null)))")  # fmt: skip
+            if soft := page.evaluate(SOFT_PLOTS):
+                found.append(f"plots drawn at 1x (file, pixels, CSS width): {soft}")
+            if stretched := page.evaluate(STRETCHED_PLOTS):
+                found.append(f"plots stretched (file, shown and drawn width/height): {stretched}")
+        assert not found, f"{_page_id(path)} on a phone:\n" + "\n".join(found)
     finally:
         context.close()

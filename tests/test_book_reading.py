@@ -227,29 +227,6 @@ WIDE_FORMULAS = """() => Array.from(
 ).filter(math => math.checkVisibility() && math.firstElementChild
   && math.firstElementChild.getBoundingClientRect().width > math.parentElement.clientWidth + 1)
  .map(math => math.textContent.slice(0, 60))"""
-WITH_DISPLAY_MATH = [p for p in PAGES if '<div class="math' in p.read_text(encoding="utf-8")]
-
-
-@pytest.mark.parametrize("path", WITH_DISPLAY_MATH, ids=_page_id)
-def test_display_formulas_fit_a_laptop_column(browser, path: Path) -> None:  # type: ignore[no-untyped-def]
-    context, page, problems = _sized(browser, path, LAPTOP)
-    try:
-        wide = page.evaluate(WIDE_FORMULAS)
-        assert not wide, f"{_page_id(path)}: formulas wider than the column: {wide}"
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_nothing_is_cut_at_the_right(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    context, page, problems = _sized(browser, path, SIZES[size])
-    try:
-        page.wait_for_timeout(200)
-        wide = page.evaluate(OVERFLOW)
-        assert not wide, f"{_page_id(path)} at {size}: " + "\n".join(wide[:10])
-    finally:
-        context.close()
 
 
 # Printed outputs whose lines the browser wraps (white-space other than pre; the exercise
@@ -274,17 +251,6 @@ WRAPPED = """() => {
     });
   return found;
 }"""
-
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_outputs_keep_their_lines_and_cells_their_words(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    context, page, problems = _sized(browser, path, SIZES[size])
-    try:
-        wrapped = page.evaluate(WRAPPED)
-        assert not wrapped, f"{_page_id(path)} at {size}: " + "\n".join(wrapped[:10])
-    finally:
-        context.close()
 
 
 WIDGETS = """() => Array.from(document.querySelectorAll('.lk-static-widget')).map(widget => ({
@@ -358,43 +324,6 @@ SHRUNK = f"""(ratio) => Array.from(document.querySelectorAll('article.bd-article
                 zoomable: img.classList.contains('lk-zoomable')}}))"""
 
 
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_shrunken_figures_enlarge_on_a_click(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    context, page, problems = _sized(browser, path, SIZES[size])
-    try:
-        page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
-                      ".catch(() => null)))")  # fmt: skip
-        # book.js marks shrunk figures when the page has laid out; on a loaded machine that can
-        # come later than the images' decoding, so wait for it (at most TIMEOUT_MS) instead of
-        # a fixed pause; a figure that is never marked still fails the assert below
-        try:
-            page.wait_for_function(
-                f"(ratio) => ({SHRUNK})(ratio).every(f => f.zoomable)",
-                arg=ZOOM_RATIO,
-                timeout=TIMEOUT_MS,
-            )
-        except Exception as error:  # playwright's TimeoutError: report through the assert
-            if "Timeout" not in type(error).__name__:
-                raise
-        shrunk = page.evaluate(SHRUNK, ZOOM_RATIO)
-        stuck = [figure for figure in shrunk if not figure["zoomable"]]
-        assert not stuck, f"{_page_id(path)} at {size}: figures too small to read: {stuck}"
-        if shrunk:
-            figure = page.locator("article.bd-article img.lk-zoomable").first
-            figure.scroll_into_view_if_needed()
-            figure.click()
-            viewer = page.locator("dialog.lk-figure-viewer")
-            assert viewer.evaluate("d => d.open"), "a click did not open the figure"
-            drawn = viewer.locator("img").evaluate(f"img => [img.clientWidth, {DRAWN}(img)]")
-            assert abs(drawn[0] - drawn[1]) <= 1, f"the opened figure is shown at {drawn}"
-            page.keyboard.press("Escape")
-            assert not viewer.evaluate("d => d.open"), "Escape did not close the figure"
-        assert not problems, str(problems)
-    finally:
-        context.close()
-
-
 # The theme's English and Traditional strings (book/_ext/theme_zh.py replaces them), and a
 # chapter number not written "第 N 章" (with its spaces, as in every title and link).
 THEME_WORDS = re.compile(
@@ -412,19 +341,72 @@ def test_no_colab_cell_and_chinese_theme_words(path: Path) -> None:
     assert not words, f"{_page_id(path)}: theme strings not in Simplified Chinese: {words}"
 
 
+def _figures_enlarge(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """What is wrong with the page's shrunken figures: each opens at its drawn size on a click."""
+    page.evaluate("() => Promise.all(Array.from(document.images).map(img => img.decode()"
+                  ".catch(() => null)))")  # fmt: skip
+    # book.js marks shrunk figures when the page has laid out; on a loaded machine that can
+    # come later than the images' decoding, so wait for it (at most TIMEOUT_MS) instead of a
+    # fixed pause; a figure that is never marked is reported below
+    try:
+        page.wait_for_function(
+            f"(ratio) => ({SHRUNK})(ratio).every(f => f.zoomable)",
+            arg=ZOOM_RATIO,
+            timeout=TIMEOUT_MS,
+        )
+    except Exception as error:  # playwright's TimeoutError: reported through the list
+        if "Timeout" not in type(error).__name__:
+            raise
+    shrunk = page.evaluate(SHRUNK, ZOOM_RATIO)
+    stuck = [figure for figure in shrunk if not figure["zoomable"]]
+    if stuck:
+        return [f"figures too small to read: {stuck}"]
+    if not shrunk:
+        return []
+    figure = page.locator("article.bd-article img.lk-zoomable").first
+    figure.scroll_into_view_if_needed()
+    figure.click()
+    viewer = page.locator("dialog.lk-figure-viewer")
+    if not viewer.evaluate("d => d.open"):
+        return ["a click did not open the figure"]
+    drawn = viewer.locator("img").evaluate(f"img => [img.clientWidth, {DRAWN}(img)]")
+    page.keyboard.press("Escape")
+    found = [f"the opened figure is shown at {drawn}"] if abs(drawn[0] - drawn[1]) > 1 else []
+    if viewer.evaluate("d => d.open"):
+        found.append("Escape did not close the figure")
+    return found
+
+
+def _screenshot(page, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    """A picture of the page's first screens, for a reader to look at."""
+    folder = SCREENSHOTS / size
+    folder.mkdir(parents=True, exist_ok=True)
+    name = _page_id(path).removesuffix(".html").replace("/", "__")
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.set_viewport_size({**SIZES[size], "height": min(height, 12_000)})
+    page.wait_for_timeout(200)
+    page.screenshot(path=str(folder / f"{name}.png"))
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_screenshot_every_page(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    """A picture of each page's first screens at each size, for a reader to look at."""
+def test_page_reads_whole_at_each_size(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    """One load of each page at each size (a page load is most of a browser test's time):
+    nothing is cut at the right; printed outputs keep their lines and table cells their words;
+    on a laptop no display formula is wider than its column; every shrunken figure opens at
+    full size on a click; then the page is photographed into ``_build/screenshots/<size>/``.
+    Every problem found is reported, not only the first."""
     context, page, problems = _sized(browser, path, SIZES[size])
     try:
-        page.wait_for_timeout(300)
-        folder = SCREENSHOTS / size
-        folder.mkdir(parents=True, exist_ok=True)
-        name = _page_id(path).removesuffix(".html").replace("/", "__")
-        height = page.evaluate("() => document.documentElement.scrollHeight")
-        page.set_viewport_size({**SIZES[size], "height": min(height, 12_000)})
         page.wait_for_timeout(200)
-        page.screenshot(path=str(folder / f"{name}.png"))
+        found = [*page.evaluate(OVERFLOW), *page.evaluate(WRAPPED)]
+        if size == "laptop":
+            found += [f"formula wider than the column: {f}" for f in page.evaluate(WIDE_FORMULAS)]
+        found += _figures_enlarge(page)
+        if problems:
+            found.append(f"page problems: {problems}")
+        _screenshot(page, path, size)
+        assert not found, f"{_page_id(path)} at {size}:\n" + "\n".join(found[:15])
     finally:
         context.close()
