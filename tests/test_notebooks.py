@@ -293,14 +293,15 @@ def test_a_long_chapter_says_how_long_it_runs(path: Path) -> None:
     )
 
 
-def _field_starts(line: str) -> dict[int, int]:
-    """Display column (a wide character counts 2) where a field starts after 2+ spaces,
-    mapped to the number of wide characters before it."""
-    starts: dict[int, int] = {}
+def _field_starts(line: str) -> dict[tuple[str, int], int]:
+    """Where a field starts (after 2+ spaces, or at a "|" separator), keyed both by display
+    column (a wide character counts 2: padding by display width) and by character index
+    (padding by ``str.ljust``), mapped to the number of wide characters before it."""
+    starts: dict[tuple[str, int], int] = {}
     column = wide_before = spaces = 0
-    for ch in line:
-        if ch != " " and spaces >= 2:
-            starts[column] = wide_before
+    for index, ch in enumerate(line):
+        if (ch != " " and spaces >= 2) or ch == "|":
+            starts[("column", column)] = starts[("index", index)] = wide_before
         spaces = spaces + 1 if ch == " " else 0
         wide = unicodedata.east_asian_width(ch) in "WF"
         column += 2 if wide else 1
@@ -308,18 +309,22 @@ def _field_starts(line: str) -> dict[int, int]:
     return starts
 
 
+TABLE_LINE = re.compile(r"\S {2,}\S| \| ")
+
+
 def jagged_text_tables(text: str) -> list[str]:
     """First lines of text tables padded with spaces that a browser shows jagged.
 
-    Two or more consecutive lines whose fields line up at the same column when a Chinese
-    character counts two columns, but with a different number of Chinese characters before
-    that column: in the browser's monospace font a Chinese character is not two columns
-    wide, so those fields do not line up. Such a table is shown as a real table instead.
+    Two or more consecutive lines (fields separated by 2+ spaces or " | ") whose fields line
+    up at the same column, counting a Chinese character as two columns or as one, but with a
+    different number of Chinese characters before that column: in the browser's monospace
+    font a Chinese character is neither one nor two columns wide, so those fields do not line
+    up. Such a table is shown as a real table instead.
     """
     found: list[str] = []
     run: list[str] = []
     for line in [*text.splitlines(), ""]:
-        if line.strip() and re.search(r"\S {2,}\S", line):
+        if line.strip() and TABLE_LINE.search(line):
             run.append(line)
             continue
         if len(run) >= 2:
@@ -337,6 +342,10 @@ def test_jagged_text_tables_are_found_in_planted_text() -> None:
     assert jagged_text_tables(jagged) == ["模型      准确率"]
     assert jagged_text_tables(aligned) == []
     assert jagged_text_tables("a   b\nc   d\n") == []
+    piped = "        | 甲 | 乙\nSM 个数 | 108 | 132\n寄存器  | 256 | 256\n"  # str.ljust padding
+    assert jagged_text_tables(piped) == ["        | 甲 | 乙"]
+    numbers = "n | 时间\n1 | 2.0\n2 | 3.0\n"  # no Chinese before any separator
+    assert jagged_text_tables(numbers) == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
