@@ -103,3 +103,11 @@ def test_plain_text_is_a_markdown_pipe_table() -> None:
 def test_a_misshapen_table_is_refused(rows: list[list[str]], align: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Table(["a", "b"], rows, align=align)
+
+
+def test_backticks_show_code_and_everything_else_is_escaped() -> None:
+    table = Table(["开关", "输出"], [["`causal_mask_missing`", "`<bos> a` / `b` & <pad>"]])
+    html_text = table._repr_html_()
+    assert '<td style="text-align: left"><code>causal_mask_missing</code></td>' in html_text
+    assert "<code>&lt;bos&gt; a</code> / <code>b</code> &amp; &lt;pad&gt;" in html_text
+    assert "| `causal_mask_missing` |" in table.to_markdown()  # Markdown keeps the backticks

@@ -12,6 +12,7 @@ Its plain-text form, for a terminal and ``print``, is a Markdown pipe table.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +20,24 @@ from typing import Any
 __all__ = ["Table"]
 
 _ALIGN = {"l": "left", "r": "right", "c": "center"}
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _cell_html(cell: object) -> str:
+    """A cell's text, HTML-escaped, with each span in backticks shown as code."""
+    parts = _CODE.split(str(cell))  # text, code, text, code, ..., text
+    return "".join(
+        f"<code>{html.escape(part)}</code>" if i % 2 else html.escape(part)
+        for i, part in enumerate(parts)
+    )
 
 
 @dataclass(frozen=True)
 class Table:
     """A table of already formatted cells: ``header`` names ``n`` columns, each row has ``n``.
 
-    Cells are strings shown as given, so a number keeps the rounding its caller chose.
+    Cells are strings shown as given, so a number keeps the rounding its caller chose; a span
+    in backticks (`` `name` ``) is shown as code, as in Markdown.
     ``align`` gives one letter per column (``l`` left, ``r`` right, ``c`` centre); by default
     the first column (the row labels) is left-aligned and the others (numbers) right-aligned.
     ``caption``, when given, is shown above the table.
@@ -58,8 +70,7 @@ class Table:
 
         def row(cells: Sequence[str], tag: str) -> str:
             inner = "".join(
-                f"<{tag}{s}>{html.escape(str(c))}</{tag}>"
-                for c, s in zip(cells, styles, strict=True)
+                f"<{tag}{s}>{_cell_html(c)}</{tag}>" for c, s in zip(cells, styles, strict=True)
             )
             return f"<tr>{inner}</tr>"
 
