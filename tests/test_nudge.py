@@ -4,7 +4,7 @@
 path (AVX2, one thread) with ``.ci/nudge/nudge_last_bits.py`` as the kernel's start-up file,
 which moves the last bit of every matrix product, softmax and normalisation. This test builds
 a notebook of planted cells, each printing a figure that depends on the last bits (the loss
-after 300 steps of live float32 training at a large learning rate, 8 seeds trained once
+after 300 steps of live float32 training at a large learning rate, 4 seeds trained once
 each and printed at 3 and at 2 decimals, and chapter 1's former gradient-growth rate of a
 tanh RNN at gain 6, a chaotic recurrence), and of control cells that print what every machine computes alike (exact
 integers, a softmax to 4 decimals, two identical forward passes, an operator count). It
@@ -82,12 +82,15 @@ print("算子链:", sequential_depth(lambda: (x @ x.transpose(1, 2)).softmax(-1)
 ]
 
 
+N_SEEDS = 4  # trainings of the planted cells (each about 3 s on one core, twice over)
+
+
 def _notebook() -> nbformat.NotebookNode:
     cells = [nbformat.v4.new_code_cell(SET_UP)]
     cells += [
         nbformat.v4.new_code_cell(f"print(f'{{final_loss({seed}):.{decimals}f}}')")
         for decimals in (3, 2)
-        for seed in range(8)
+        for seed in range(N_SEEDS)
     ]
     cells.append(nbformat.v4.new_code_cell(CHAOTIC_RNN))
     cells += [nbformat.v4.new_code_cell(code) for code in CONTROLS]
@@ -113,14 +116,15 @@ def test_perturbed_pass_catches_planted_cells_and_spares_controls(
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "nudged"))
     nudged = _outputs(_notebook())
 
-    n_planted = 17  # 16 training losses and the chaotic RNN
+    n_planted = 2 * N_SEEDS + 1  # the training losses at 3 and 2 decimals, the chaotic RNN
     planted = range(1, 1 + n_planted)
     caught = [i for i in planted if plain[i] != nudged[i]]
     controls = range(1 + n_planted, len(plain))
     assert all(plain[i] for i in controls), plain
     assert [i for i in controls if plain[i] != nudged[i]] == []
     assert n_planted in caught, "the chaotic RNN cell was not caught"
-    # Measured on the machine that wrote this test (Sapphire Rapids): all 17; the AVX2 path
-    # alone catches 15 (8 + 6 + the RNN), the nudge alone 14 (7 + 7). A print can survive
-    # one perturbation by chance, so the bar leaves room for another machine's draw.
-    assert len(caught) >= 13, f"caught {len(caught)} of {n_planted}: {caught}"
+    # Measured on the machine that wrote this test (Sapphire Rapids), with 8 seeds: all 17;
+    # the AVX2 path alone caught 15 (8 + 6 + the RNN), the nudge alone 14 (7 + 7); with 4
+    # seeds: all 9 (2026-12-06). A print can survive one perturbation by chance, so the
+    # bar leaves room for another machine's draw.
+    assert len(caught) >= 7, f"caught {len(caught)} of {n_planted}: {caught}"
