@@ -298,7 +298,7 @@ def test_a_kernel_compiled_for_the_gpu_on_a_cpu_says_how_to_enable_the_interpret
     assert check("kernels.row_sum_kernel", compiled) is False
     out = capsys.readouterr().out
     assert (
-        "没有 CUDA GPU" in out and "TRITON_INTERPRET" in out and "重新运行定义核函数的单元格" in out
+        "没有 CUDA GPU" in out and "TRITON_INTERPRET" in out and "重新运行定义内核的单元格" in out
     )
     assert "Traceback" not in out and "💡" not in out
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # set too late: the kernel is compiled already
@@ -326,7 +326,7 @@ def test_a_kernel_check_without_triton_or_without_a_kernel_says_why(monkeypatch,
 def test_the_kernel_task_asks_for_a_kernel(capsys):
     show("kernels.row_sum_kernel")
     out = capsys.readouterr().out
-    assert "要求：写一个核函数。" in out and "检查器读回的结果：形状 (行数,)" in out
+    assert "要求：写一个内核。" in out and "检查器读回的结果：形状 (行数,)" in out
     assert "row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr)" in out
 
 

@@ -260,7 +260,7 @@ def show(exercise_id: str) -> None:
     what = "写一个函数" if ex.kind == "function" else "给出一个值"
     result = "返回" if ex.kind == "function" else "答案的形式"
     if ex.launch is not None:  # a kernel writes its result; the checker reads it back
-        what, result = "写一个核函数", "检查器读回的结果"
+        what, result = "写一个内核", "检查器读回的结果"
     lines = [
         f"练习 {ex.id}（{_chapter_name(ex.chapter)}）：{ex.title}",
         f"要求：{what}。",

@@ -2,7 +2,7 @@
 counting the bytes that naive attention moves, a first Triton kernel of the reader's own (a
 row sum), and the inner loop of the FlashAttention forward pass in a given skeleton.
 
-The kernel exercise's answer is a ``@triton.jit`` function: its ``launch`` runs it through
+The answer of each kernel exercise is a ``@triton.jit`` function: its ``launch`` runs it through
 Triton's interpreter on the CPU when it was defined under ``TRITON_INTERPRET=1``, natively on
 a CUDA GPU when it was compiled, and otherwise says in Chinese why it cannot run and how to
 fix that (install triton; set the variable before triton is imported, then restart).
@@ -163,11 +163,11 @@ register(
 # --------------------------------------------------------------------------------------
 
 _RESTART = (
-    "在定义核函数之前（最好在笔记本的第一个代码单元格里）运行 "
+    "在定义内核之前（最好在笔记本的第一个代码单元格里）运行 "
     "import os; os.environ['TRITON_INTERPRET'] = '1'，或者 "
-    "lecturekit.kernels.interpret_without_gpu()，再重新运行定义核函数的单元格。"
-    "Triton 在定义核函数 (@triton.jit) 的那一刻决定编译还是解释；最稳妥的做法是"
-    "重启内核 (Restart Kernel) 后从头运行。"
+    "lecturekit.kernels.interpret_without_gpu()，再重新运行定义内核的单元格。"
+    "Triton 在定义内核 (@triton.jit) 的那一刻决定编译还是解释；最稳妥的做法是"
+    "重启笔记本的 Python 进程（Jupyter 菜单里的 Restart Kernel）后从头运行。"
 )
 
 
@@ -177,7 +177,7 @@ def kernel_device(kernel: Any) -> torch.device:
     the reason and the fix, in Chinese."""
     if importlib.util.find_spec("triton") is None:
         raise CannotRun(
-            "这里没有安装 triton，核函数无法运行。安装 lecturekit 的 gpu 附加包"
+            "这里没有安装 triton，内核无法运行。安装 lecturekit 的 gpu 附加包"
             "（pip install 'lecturekit[gpu]'，Linux），或者在 Colab 里运行本章。"
         )
     kind = type(kernel).__name__
@@ -185,18 +185,18 @@ def kernel_device(kernel: Any) -> torch.device:
         return torch.device("cpu")
     if kind != "JITFunction":
         raise CannotRun(
-            f"这道题要的是用 @triton.jit 装饰的核函数本身，你传入的是{_kind(kernel)}。"
+            f"这道题要的是用 @triton.jit 装饰的内核本身，你传入的是{_kind(kernel)}。"
             "请把 @triton.jit 写在 def 的上一行，并把函数名（不加括号）传给 check。"
         )
     if torch.cuda.is_available():
         return torch.device("cuda")
     now = (
-        "（TRITON_INTERPRET 现在已经是 1，但核函数是在设置它之前定义的）"
+        "（TRITON_INTERPRET 现在已经是 1，但内核是在设置它之前定义的）"
         if interpreter_enabled()
         else ""
     )
     raise CannotRun(
-        f"这台机器没有 CUDA GPU，而你的核函数是为 GPU 编译的{now}，所以无法运行。"
+        f"这台机器没有 CUDA GPU，而你的内核是为 GPU 编译的{now}，所以无法运行。"
         f"要在 CPU 上用 Triton 的解释器运行它：{_RESTART}"
     )
 
@@ -266,7 +266,7 @@ def _launch_row_sum(kernel: Any) -> Callable[[torch.Tensor, int], torch.Tensor]:
             kernel[(n_rows,)](buffer, out, n_cols, stride_row, BLOCK=block)
         if n_rows and bool(out.isposinf().all()):  # nothing written: an empty skeleton
             raise NotImplementedError(
-                "核函数没有往 OUT 里写任何结果（还没写完，或者忘了 tl.store）。"
+                "内核没有往 OUT 里写任何结果（还没写完，或者忘了 tl.store）。"
             )
         return out.cpu()
 
@@ -311,7 +311,7 @@ register(
         chapter=7,
         title="写一个 Triton 内核：逐行求和",
         prompt=(
-            "写一个 Triton 核函数 (kernel)，用 @triton.jit 装饰，签名是\n"
+            "它是一个用 @triton.jit 装饰的 Triton 内核 (kernel)，签名是\n"
             "    row_sum_kernel(X, OUT, n_cols, stride_row, BLOCK: tl.constexpr)\n"
             "X 指向一个 float32 矩阵，有若干行、每行 n_cols 个有效的数；相邻两行的起点相隔 "
             "stride_row 个元素（stride_row 比 n_cols 大，两行之间的空隙不是有效数据）。"
@@ -319,7 +319,7 @@ register(
             "第 row 个程序实例把第 row 行 n_cols 个数的和写到 OUT[row] (float32)。\n"
             "一次只能读 BLOCK 个数（BLOCK 是 2 的幂，测试里取 4、8、16）：n_cols 可以比 BLOCK 小，"
             "也可以是它的好几倍，而且不一定是它的倍数。\n"
-            "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
+            "没有 GPU 时，内核要在 Triton 的解释器里运行：在定义它之前设置 "
             "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）；"
             "有 GPU 而没有设置它时，检查器在 GPU 上运行你的内核。"
         ),
@@ -428,14 +428,14 @@ register(
             "    attention_kernel(Q, K, V, OUT, n_q, n_k, BLOCK_M: tl.constexpr, "
             "BLOCK_N: tl.constexpr, D: tl.constexpr)\n"
             "Q 是 (n_q, D)、K 和 V 是 (n_k, D) 的 float32 矩阵，按行连续存放；第 pid 个程序实例"
-            "负责查询 pid·BLOCK_M 到 (pid+1)·BLOCK_M - 1，把 softmax(Q Kᵀ) V 的这几行写进 OUT"
-            "（不乘 1/√D，检查器已经把缩放乘进了 Q）。骨架已经读好了查询块 q (BLOCK_M, D)，"
+            "负责查询 pid·BLOCK_M 到 (pid+1)·BLOCK_M - 1，把 softmax(Q Kᵀ) V（不带缩放 1/√D）"
+            "的这几行写进 OUT。骨架已经读好了查询块 q (BLOCK_M, D)，"
             "准备好 m_i、l_i、acc，也写好了循环后的 out = acc / l_i 和写回；你要写的是"
             "每一步：读 BLOCK_N 个键和值，算分数，按在线 softmax 更新 m_i、l_i、acc。"
             "n_k 不一定是 BLOCK_N 的倍数（测试里 BLOCK_N 取 8、16，D = 16，BLOCK_M = 16）。"
             '两次矩阵乘可以用 tl.dot(a, b, input_precision="ieee")（fp32 的完整精度；'
             "GPU 上不写时默认 TF32，误差超出检查的容差）。\n"
-            "没有 GPU 时，核函数要在 Triton 的解释器里运行：在定义它之前设置 "
+            "没有 GPU 时，内核要在 Triton 的解释器里运行：在定义它之前设置 "
             "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）。"
         ),
         hint=(

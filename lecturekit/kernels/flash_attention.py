@@ -78,8 +78,10 @@ regenerate exactly the same mask. In the backward pass ``dV`` uses the dropped w
 ``dP`` is masked and scaled the same way before ``dS = P * (dP - Delta)``;
 ``Delta = rowsum(dO * O)`` still holds because ``O`` is computed from the dropped weights.
 
-Head dimensions ``D`` up to 128 are padded to a power of two (at least 16, the smallest
-``tl.dot``) with masked loads; any ``Nq`` and ``Nk`` work (the last blocks are masked).
+Head dimensions ``D`` up to 128 are padded to a power of two with masked loads, at least 16:
+``D`` is the contracted dimension of ``Q K^T``, which Triton requires to be at least 16 for
+16-bit inputs on NVIDIA GPUs (8 for fp32; Triton 3.9's ``min_dot_size``). Any ``Nq`` and ``Nk``
+work (the last blocks are masked).
 Inputs may be fp32, fp16 or bf16; accumulation is fp32. Under the CPU interpreter bf16
 arithmetic is wrong, so there the kernels convert bf16 blocks to fp32 right after loading.
 

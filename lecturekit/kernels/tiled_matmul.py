@@ -53,7 +53,8 @@ import triton.language as tl
 from lecturekit.kernels._utils import check_int32_offsets, check_operands, check_tensor
 from lecturekit.kernels.reference import matmul_reference
 
-#: tile sizes (powers of two, at least 16, as ``tl.dot`` requires)
+#: tile sizes (powers of two, at least 16: on NVIDIA GPUs ``tl.dot`` needs BLOCK_K >= 16 for
+#: 16-bit inputs; this module asks the same of all three)
 DEFAULT_BLOCKS = (64, 64, 32)
 
 __all__ = ["DEFAULT_BLOCKS", "matmul", "matmul_reference"]

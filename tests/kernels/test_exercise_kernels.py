@@ -82,7 +82,7 @@ def test_an_empty_kernel_is_not_yet_done_and_gets_no_hint(capsys):
 
     assert check("kernels.row_sum_kernel", row_sum_skeleton) is False
     out = capsys.readouterr().out
-    assert "尚未完成：核函数没有往 OUT 里写任何结果" in out and "💡" not in out, out
+    assert "尚未完成：内核没有往 OUT 里写任何结果" in out and "💡" not in out, out
 
 
 def row_sum_in_python(X, OUT, n_cols, stride_row, BLOCK):  # no @triton.jit

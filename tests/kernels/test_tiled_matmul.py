@@ -7,7 +7,7 @@ import lecturekit.kernels as kernels
 from lecturekit.kernels.reference import matmul_reference
 from lecturekit.kernels.tiled_matmul import matmul
 
-SMALL = (16, 16, 16)  # the smallest tiles tl.dot takes: several tiles even for tiny shapes
+SMALL = (16, 16, 16)  # the smallest tiles matmul takes: several tiles even for tiny shapes
 
 
 # (M, K, N): one tile, exact multiples of the tiles, and ragged edges on every side
