@@ -1,8 +1,11 @@
 """Byte-pair encoding (BPE) from scratch, for reading rather than speed (Sennrich et al., 2016).
 
 Idea: start from single characters and repeatedly merge the most frequent adjacent pair into
-a new symbol. Frequent words end up as one token, rare words as a few pieces, and no word is
-ever out of vocabulary (any text can fall back to characters).
+a new symbol. Frequent words end up as one token, rare words as a few pieces, and a word made
+of characters seen in training is never out of vocabulary (it can fall back to characters);
+a character never seen in training becomes ``<unk>`` in ``encode_ids``. Starting from UTF-8
+bytes instead (byte-level BPE: ``learn_merges`` on words written one character per byte)
+leaves nothing unknown.
 
 Text is first cut into "words" that merges never cross. As in SentencePiece, a space is
 kept as the visible marker ``▁`` at the start of the word that follows it, so that decoding
