@@ -311,9 +311,34 @@ def test_a_notebook_shows_the_report_as_a_table_of_its_rows() -> None:
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", bundle["text/html"])
     assert cells == [html.escape(text) for row in report.rows() for text in row]
     assert ("平台", report.platform) in report.rows()
-    assert ("CPU 核数", f"{report.cpu_count}（PyTorch 使用 {report.torch_threads} 个线程）") in (
-        report.rows()
+    assert ("CPU 核数（逻辑核）", str(report.cpu_count)) in report.rows()
+    threads = f"{report.torch_threads}（{report.threads_source()}）"
+    assert ("PyTorch 线程数", threads) in report.rows()
+
+
+@pytest.mark.parametrize(
+    ("variable", "threads", "expected"),
+    [
+        (None, 4, "没有设置环境变量 OMP_NUM_THREADS"),
+        ("1", 1, "由环境变量 OMP_NUM_THREADS=1 设定"),
+        ("1", 3, "环境变量 OMP_NUM_THREADS=1，但程序里用 torch.set_num_threads 改过"),
+    ],
+)
+def test_threads_source_says_where_the_thread_count_comes_from(
+    variable: str | None, threads: int, expected: str
+) -> None:
+    report = environment.EnvironmentReport(
+        python="3.11", platform="Linux", torch_threads=threads, omp_num_threads=variable
     )
+    assert report.threads_source() == expected
+    assert ("PyTorch 线程数", f"{threads}（{expected}）") in report.rows()
+
+
+def test_collect_reads_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert environment.collect().omp_num_threads == "7"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert environment.collect().omp_num_threads is None
 
 
 def test_package_version() -> None:

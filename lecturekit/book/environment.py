@@ -37,7 +37,8 @@ class EnvironmentReport:
     ``packages`` maps each name of :data:`PACKAGES` to its installed version (``None`` when it
     is not installed). ``kernels_available`` says whether ``lecturekit``'s Triton kernels run
     here (they need a CUDA GPU); when not, ``kernels_reason`` says why and the model falls back
-    to PyTorch.
+    to PyTorch. ``omp_num_threads`` is the environment variable ``OMP_NUM_THREADS`` (``None``
+    when unset), which sets PyTorch's thread count ``torch_threads`` when the process starts.
     """
 
     python: str
@@ -45,6 +46,7 @@ class EnvironmentReport:
     packages: dict[str, str | None] = field(default_factory=dict)
     cpu_count: int = 1
     torch_threads: int = 1
+    omp_num_threads: str | None = None
     cuda_available: bool = False
     gpu_name: str | None = None
     kernels_available: bool = False
@@ -54,11 +56,21 @@ class EnvironmentReport:
         """The report as (label, value) pairs, labels in Chinese, in the order shown."""
         rows = [("Python", self.python), ("平台", self.platform)]
         rows += [(name, v if v is not None else "未安装") for name, v in self.packages.items()]
-        rows.append(("CPU 核数", f"{self.cpu_count}（PyTorch 使用 {self.torch_threads} 个线程）"))
+        rows.append(("CPU 核数（逻辑核）", f"{self.cpu_count}"))
+        rows.append(("PyTorch 线程数", f"{self.torch_threads}（{self.threads_source()}）"))
         rows.append(("GPU", self.gpu_name if self.cuda_available else "无（使用 CPU）"))
         kernels = "可以运行" if self.kernels_available else f"不可用：{self.kernels_reason}"
         rows.append(("Triton 内核", kernels))
         return rows
+
+    def threads_source(self) -> str:
+        """Where :attr:`torch_threads` comes from, in Chinese: the variable, or not set."""
+        variable = self.omp_num_threads
+        if variable is None:
+            return "没有设置环境变量 OMP_NUM_THREADS"
+        if variable.strip() == str(self.torch_threads):
+            return f"由环境变量 OMP_NUM_THREADS={variable.strip()} 设定"
+        return f"环境变量 OMP_NUM_THREADS={variable}，但程序里用 torch.set_num_threads 改过"
 
     def format(self) -> str:
         """The report as lines of text for a terminal: label, a space, value."""
@@ -112,6 +124,7 @@ def collect() -> EnvironmentReport:
         packages={name: package_version(name) for name in PACKAGES},
         cpu_count=os.cpu_count() or 1,
         torch_threads=torch.get_num_threads(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         cuda_available=cuda_available,
         gpu_name=torch.cuda.get_device_name(0) if cuda_available else None,
         kernels_available=kernels_available,
