@@ -437,6 +437,9 @@ def test_registry_errors(sample_exercises):
         (Items((Integer(), Text())), (1, "a"), (1, "b"), "value"),
         (Items((Integer(), Text())), (1, "a"), (1,), "type"),
         (Items((Integer(), Text())), (1, "a"), {1: "a"}, "type"),
+        (Items((Integer(), Text()), reveal=False), (1, "a"), (1, "b"), "value"),
+        (Items((Integer(), Text()), reveal=False), (1, "a"), (1.0, "a"), "type"),
+        (Items((Integer(), Text()), reveal=False), (1, "a"), (1, "a"), None),
         (Text(), "a", "a", None),
         (Text(), "a", b"a", "type"),
     ],
@@ -444,6 +447,17 @@ def test_registry_errors(sample_exercises):
 def test_specs_compare_values_not_containers(spec, expected, got, kind):
     problem = spec.compare(expected, got)
     assert (problem.kind if problem else None) == kind, problem
+
+
+def test_items_that_do_not_reveal_name_the_wrong_items_only():
+    shape = Items((Integer(), Integer()))
+    spec = Items((shape, shape), names=("自注意力", "交叉注意力"), reveal=False)
+    problem = spec.compare(((8, 8), (8, 50)), ((8, 8), (50, 8)))
+    assert problem.message == "得到 ((8, 8), (50, 8))：交叉注意力 不对，自注意力 对了"
+    problem = Items((Integer(), Integer()), reveal=False).compare((1, 2), (3, 4))
+    assert problem.message == "得到 (3, 4)：[0]、[1] 不对"
+    shown = Items((Integer(), Integer())).compare((1, 2), (3, 4))
+    assert shown.message == "期望 (1, 2)，得到 (3, 4)"  # the default shows the expected value
 
 
 def test_infinities_match_without_warnings():

@@ -12,16 +12,27 @@ from _answer_tests import (  # noqa: F401
 )
 
 import lecturekit
+from lecturekit.exercises import check
 from lecturekit.exercises.ch04_decoder import reference_causal_mask, reference_self_attention_mask
 from lecturekit.exercises.ch05_training import reference_masked_cross_entropy
 
 
 def test_causal_mask_matches_lecturekit_and_torch():
     for size in (1, 2, 5):
-        mask = reference_causal_mask(size)
+        mask = reference_causal_mask(T=size)  # the task's parameter name, shown in feedback
         assert torch.equal(mask, lecturekit.causal_mask(size))
         additive = torch.nn.Transformer.generate_square_subsequent_mask(size)
         assert torch.equal(mask, torch.isneginf(additive))
+
+
+def test_attention_shapes_feedback_keeps_the_answer_hidden(capsys):
+    # the chapter asks the reader to think before reading on: a wrong answer learns which
+    # shape is wrong, and the answer itself only from solution(...)
+    assert check("decoder.attention_shapes", ((8, 50), (8, 8))) is False
+    out = capsys.readouterr().out
+    assert "自注意力、交叉注意力 不对" in out and "期望" not in out
+    assert "(8, 50), (8, 8)" in out and "(8, 8), (8, 50)" not in out
+    assert 'solution("decoder.attention_shapes")' in out
 
 
 def test_self_attention_mask_row_by_row():
@@ -310,10 +321,10 @@ MISTAKES = {
         (self_mask_from_masks_module, "不允许用它"),
     ],
     "decoder.attention_shapes": [
-        (((8, 8), (50, 8)), "期望 ((8, 8), (8, 50))，得到 ((8, 8), (50, 8))"),
-        (((8, 8), (8, 8)), "得到 ((8, 8), (8, 8))"),
-        (((8, 64), (8, 50)), "得到 ((8, 64), (8, 50))"),
-        (((50, 50), (8, 50)), "得到 ((50, 50), (8, 50))"),
+        (((8, 8), (50, 8)), "得到 ((8, 8), (50, 8))：交叉注意力 不对，自注意力 对了"),
+        (((8, 8), (8, 8)), "交叉注意力 不对"),
+        (((8, 64), (8, 50)), "自注意力 不对，交叉注意力 对了"),
+        (((50, 50), (8, 50)), "自注意力 不对"),
         (((8.0, 8.0), (8.0, 50.0)), "类型不对"),
         ((8, 8, 8, 50), "长度不对"),
     ],

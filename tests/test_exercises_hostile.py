@@ -503,7 +503,7 @@ HOSTILE = [
     (SOFTMAX, lambda s, t: np.zeros(s.shape, np.float32).view(_LyingArray), "ndarray"),  # fix
     (NOAM, lambda *a: _LyingFloat(0.5), "期望"),  # fix (float() of a subclass)
     (PARAMS, lambda *a: _LyingInt(7), "期望"),
-    (SHAPES, _LyingTuple(((1, 1), (1, 1))), "期望"),  # fix (its __iter__ was read)
+    (SHAPES, _LyingTuple(((1, 1), (1, 1))), "得到 ((1, 1), (1, 1))"),  # fix (its __iter__ was read)
     (NOAM, lambda *a: _LoopingFloat(), "读取你返回的结果"),  # fix 45.12
     (SOFTMAX, lambda *a: _LoopingRepr(), "读取你返回的结果"),  # fix 45.12
     (SOFTMAX, _raises(_LoopingMessage()), "显示你的函数抛出的异常"),  # fix 45.12

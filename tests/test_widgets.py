@@ -85,13 +85,24 @@ def test_masks(capsys):
     box.controls["n_padding"].value = 2
     box.controls["kind"].value = "padding"
     texts = [t.get_text() for t in box.figure.axes[0].texts]
-    assert texts.count("×") == 4 * 2
+    assert texts.count("×") == 6 * 2  # six positions: the four tokens and two pads after them
     ticks = box.figure.axes[0].get_xticklabels()
-    assert [t.get_text() for t in ticks][-2:] == ["<pad>", "<pad>"]
+    assert [t.get_text() for t in ticks] == ["<bos>", "我", "爱", "你", "<pad>", "<pad>"]
+    box.controls["n_padding"].value = 0  # no padding: the tokens as given, nothing overwritten
+    assert [t.get_text() for t in box.figure.axes[0].get_xticklabels()] == [
+        "<bos>",
+        "我",
+        "爱",
+        "你",
+    ]
+    assert box.controls["n_padding"].max == 4
     # side by side, upright "<pad>" labels overlap: they are turned
     assert {t.get_rotation() for t in ticks} == {90.0}
     assert box.controls["kind"].style.button_width == "auto"  # full labels, not "因果掩码 (…"
     fig = W.explore_masks(static=True)
     assert len(fig.axes) == 3
+    assert len(W.explore_masks(["<bos>"], static=True, n_padding=3).axes[0].get_xticklabels()) == 4
     with pytest.raises(ValueError, match="n_padding"):
         W.attention_masks(3, 3)
+    with pytest.raises(ValueError, match="n_padding"):
+        W.explore_masks(n_padding=-1)

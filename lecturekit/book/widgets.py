@@ -275,17 +275,20 @@ def explore_masks(
     """Causal and padding masks of the decoder's self-attention (lecture p28-p30).
 
     Args:
-        tokens: the labels of the positions (default ``<bos> y1 y2 ...``); padding positions
-            are the last ``n_padding`` and are shown as ``<pad>``.
+        tokens: the labels of the real positions, the decoder's input (default
+            ``<bos> y1 y2 y3``); the padding, ``n_padding`` ``<pad>`` positions, is appended
+            after them (the slider goes from none to as many as there are tokens).
         static: return the three masks side by side for the given ``n_padding``.
     """
-    base = list(tokens) if tokens is not None else ["<bos>", "y1", "y2", "y3", "y4", "y5"]
-    if len(base) < 2:
-        raise ValueError(f"tokens must hold at least 2 positions, got {len(base)}")
+    base = list(tokens) if tokens is not None else ["<bos>", "y1", "y2", "y3"]
+    if not base:
+        raise ValueError("tokens must hold at least 1 position")
+    if n_padding < 0:
+        raise ValueError(f"n_padding must be >= 0, got {n_padding}")
 
     def draw_all(n_pad: int, kind: str | None) -> Figure:
-        labels = base[: len(base) - n_pad] + ["<pad>"] * n_pad
-        masks = attention_masks(len(base), n_pad)
+        labels = base + ["<pad>"] * n_pad
+        masks = attention_masks(len(labels), n_pad)
         kinds = list(masks) if kind is None else [kind]
         fig, axes = plt.subplots(1, len(kinds), figsize=(3.3 * len(kinds), 3.2), squeeze=False)
         plt.close(fig)
@@ -303,7 +306,7 @@ def explore_masks(
             style={"button_width": "auto"},  # the default width cuts "因果掩码 (causal mask)"
         ),
         "n_padding": widgets.IntSlider(
-            value=min(n_padding, len(base) - 1), min=0, max=len(base) - 1, description="填充个数"
+            value=n_padding, min=0, max=max(n_padding, len(base)), description="填充个数"
         ),
     }
     return _explorer(

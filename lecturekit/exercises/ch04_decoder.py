@@ -15,9 +15,9 @@ from lecturekit.exercises.specs import Array, Integer, Items
 # --------------------------------------------------------------------------------------
 
 
-def reference_causal_mask(size: int) -> torch.Tensor:
+def reference_causal_mask(T: int) -> torch.Tensor:
     """Bool ``(T, T)``, True above the diagonal: query i may not see keys j > i."""
-    return torch.ones(size, size, dtype=torch.bool).triu(diagonal=1)
+    return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
 
 
 def _causal_cases() -> list[Case]:
@@ -152,6 +152,7 @@ register(
             (_SHAPE, _SHAPE),
             names=("自注意力", "交叉注意力"),
             text="一个二元组 (自注意力的形状, 交叉注意力的形状)，每个形状是两个整数 (行数, 列数)",
+            reveal=False,  # a wrong answer is told which shape is wrong; solution() shows both
         ),
         reference=((8, 8), (8, 50)),
     )

@@ -194,12 +194,15 @@ class Items(Spec):
 
     ``names`` name the items in the description and in messages, e.g. ("decoder_input",
     "labels"); without names the items are called by their index. ``text`` replaces the
-    generated description.
+    generated description. ``reveal=False`` keeps the answer hidden: a wrong value names the
+    wrong items ("交叉注意力 不对") instead of printing the expected tuple, for a value exercise
+    whose expected value is the whole answer.
     """
 
     items: tuple[Spec, ...]
     names: tuple[str, ...] = ()
     text: str = ""  # a description to use instead of the generated one
+    reveal: bool = True  # False: a wrong value names the wrong items, not the expected value
 
     def describe(self) -> str:
         if self.text:
@@ -226,14 +229,23 @@ class Items(Spec):
                 "type",
                 f"长度不对{at}：题目要求 {len(self.items)} 个元素，你的结果有 {len(got)} 个",
             )
+        wrong: list[str] = []  # names of the items whose value is wrong (reveal=False)
+        right: list[str] = []
         for i, (spec, e, g) in enumerate(zip(self.items, expected, got, strict=True)):
             name = f" {self.names[i]}" if self.names else f"[{i}]"
             problem = spec.compare(e, g, f"{where}{name}".strip())
+            if problem is not None and problem.kind == "value" and not self.reveal:
+                wrong.append(name.strip())  # the expected value stays hidden: name the item
+                continue
+            right.append(name.strip())
             if problem is not None and problem.kind == "value" and _all_scalars(self):
                 # a pair of words or of shapes reads better whole than item by item
                 return Problem("value", f"期望 {short(expected)}，得到 {short(got)}{at}")
             if problem is not None:
                 return problem
+        if wrong:
+            correct = f"，{'、'.join(right)} 对了" if right else ""
+            return Problem("value", f"得到 {short(got)}{at}：{'、'.join(wrong)} 不对{correct}")
         return None
 
 

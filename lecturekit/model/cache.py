@@ -1,4 +1,4 @@
-"""Key/value cache for incremental (token by token) decoding (chapter 6).
+"""Key/value cache for token-by-token decoding (chapter 4; used by chapter 6's decoding).
 
 When the decoder generates step t, the keys and values of positions 0..t-1 have not changed
 (masked self attention never lets them see the future, p28-p30), so recomputing them every
