@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.analysis import HomophoneSite as HomophoneSite
     from lecturekit.capstone.analysis import SyllableUnigram as SyllableUnigram
     from lecturekit.capstone.analysis import attention_near_diagonal as attention_near_diagonal
+    from lecturekit.capstone.analysis import block_subsets as block_subsets
     from lecturekit.capstone.analysis import candidate_bar_text as candidate_bar_text
     from lecturekit.capstone.analysis import check_engine as check_engine
     from lecturekit.capstone.analysis import homophone_contrast as homophone_contrast
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
     from lecturekit.capstone.engines import TransformerIME as TransformerIME
     from lecturekit.capstone.engines import cross_attention as cross_attention
     from lecturekit.capstone.engines import hmm_k_best as hmm_k_best
+    from lecturekit.capstone.engines import next_char_probs as next_char_probs
     from lecturekit.capstone.engines import next_char_steps as next_char_steps
+    from lecturekit.capstone.engines import teacher_forced_texts as teacher_forced_texts
     from lecturekit.capstone.models import FUSION_WEIGHT as FUSION_WEIGHT
     from lecturekit.capstone.models import SENTENCE_RECIPES as SENTENCE_RECIPES
     from lecturekit.capstone.models import TRIGRAM_BEAM as TRIGRAM_BEAM

@@ -10,6 +10,8 @@
   :func:`near_diagonal_chance`, the same measure for uniform attention;
 - :func:`candidate_bar_text`: any input method's candidate bar for typed pinyin as one line
   (:func:`check_engine`: what an input method is);
+- :func:`block_subsets`: nested subsets of the training clauses, whole blocks at a time (for
+  a learning curve);
 - :func:`paired_cer_difference`: the CER difference of two systems on the same clauses with a
   paired (optionally cluster) bootstrap interval.
 """
@@ -17,10 +19,11 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -45,6 +48,7 @@ __all__ = [
     "check_engine",
     "candidate_bar_text",
     "paired_cer_difference",
+    "block_subsets",
 ]
 
 
@@ -360,3 +364,25 @@ def paired_cer_difference(
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return float((a.sum() - b.sum()) / n.sum()), float(low), float(high)
+
+
+def block_subsets(
+    clauses: Sequence[Any], fractions: Sequence[float], block_lines: int, seed: int | str = "curve"
+) -> list[list[Any]]:
+    """For each of ``fractions`` (in ``(0, 1]``) the clauses of that share of the blocks:
+    ``clauses`` (``(N,)``, each with the corpus ``line`` it came from) are grouped in blocks
+    of ``block_lines`` lines, as the split groups them; the blocks are shuffled once by
+    ``random.Random(seed)`` and a fraction ``f`` takes the first ``round(f * blocks)`` of
+    them (at least one), so every subset holds every smaller one (nested) and never part of
+    a block. Clauses keep their order."""
+    check_int("block_lines", block_lines, 1)
+    for f in fractions:
+        check_number("every fraction", f, 0, 1, exclusive=("minimum",))
+    blocks = sorted({c.line // block_lines for c in clauses})
+    random.Random(seed).shuffle(blocks)
+    rank = {b: i for i, b in enumerate(blocks)}
+    out = []
+    for f in fractions:
+        n = max(1, round(f * len(blocks)))
+        out.append([c for c in clauses if rank[c.line // block_lines] < n])
+    return out
