@@ -6,7 +6,9 @@ Both answer the same question, ``candidates(pinyins, k)``: for each toneless pin
 - :class:`HmmBaseline`: the HMM of the ``Pinyin2Hanzi`` package (character bigrams with its
   own statistics from its own corpus, Viterbi decoding; :func:`hmm_k_best` decodes it);
 - :class:`TransformerIME`: a trained :class:`lecturekit.Transformer` with the book's greedy
-  and beam search; :func:`next_char_steps` and :func:`cross_attention` look inside it.
+  and beam search; :func:`next_char_steps`, :func:`next_char_probs` and
+  :func:`cross_attention` look inside it, :func:`teacher_forced_texts` measures its exposure
+  bias (the reference prefix fed at every step).
 """
 
 from __future__ import annotations

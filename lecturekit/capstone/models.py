@@ -19,6 +19,10 @@ stop the shipped file ``<name>.pt`` (float16 weights, vocabularies, history) is 
 :func:`load_sentence_model` always reads the latest piece; its ``metadata["finished"]`` says
 whether the recipe's ``total_steps`` are done.
 
+Built from them, as the input box's defaults: :func:`best_engine` (the tagger fused with the
+trigram HMM, the chapter's most accurate engine) and :func:`at_engine` (the AT with beam
+search, the engine the chapter explains).
+
 No hyperparameter was tuned, on validation or on test: the sizes follow the 24 MiB budget of
 shipped files. The validation split only feeds the history: at every ``eval_every`` steps,
 the mean training loss since the last point and the validation CER (greedy with the model's
