@@ -14,6 +14,15 @@ top-5 match with 95 % bootstrap intervals, ms per clause):
 - ``nat_trigram``: the tagger fused with the trigram HMM (:class:`FusedIME`: the HMM's score
   plus ``w`` times the tagger's log-probabilities; ``w`` chosen on the validation clauses).
 
+The beam-pruned searches (the trigram, 32 paths, and the fused engine on it) keep other paths
+when asked for more candidates, so their first candidate depends on ``k``: their CER and exact
+match are scored on a search with ``k = 1``, their top-5 on one with ``k = 5``.
+
+Then the trigram's learning curve: the trigram counted on nested block subsets of the
+training clauses (1/16, 1/8, 1/4, 1/2, 1: whole blocks of 50 lines,
+:func:`lecturekit.capstone.analysis.block_subsets`), with the chosen discount, scored with
+``k = 1`` on the same test clauses.
+
 The models are whatever checkpoint exists (``python -m lecturekit.pretrained build
 ime-sentences-at --max-minutes 30``, repeated until finished); the header says how many steps
 each has had. Then the same systems on ``--ood-n`` review clauses (out of domain, a seeded
@@ -22,8 +31,10 @@ sample). Last, the latency of the input method: the median wall time of beam sea
 
 Last lines: ``RESULT pinyin_cer`` (Transformer, beam), ``pinyin_cer_bigram``,
 ``pinyin_cer_best_ngram`` (the better of bigram and trigram), ``pinyin_cer_p2h``,
-``pinyin_cer_nat``, ``pinyin_cer_fused`` (the tagger with the trigram) and
-``pinyin_latency_ms``.
+``pinyin_cer_nat``, ``pinyin_cer_transformer`` (the better of the Transformer-only engines:
+beam search, greedy, the tagger), ``pinyin_cer_trigram`` (``k = 1``), ``pinyin_cer_fused``
+(the tagger with the trigram, ``k = 1``), ``curve_trigram_<fraction>`` for the five fractions
+and ``pinyin_latency_ms``.
 
     python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--ood-n 1000] [--beam 5] [--no-p2h]
 """
@@ -40,10 +51,10 @@ import time
 import torch
 from ngram_ime import pairs_of, tune
 
-from lecturekit.capstone.analysis import SyllableUnigram
+from lecturekit.capstone.analysis import SyllableUnigram, block_subsets
 from lecturekit.capstone.engines import HmmBaseline, TransformerIME
 from lecturekit.capstone.models import load_sentence_model
-from lecturekit.capstone.ngram import evaluate_clauses
+from lecturekit.capstone.ngram import NgramIME, evaluate_clauses
 from lecturekit.capstone.tagger import FusedIME, TaggerIME, ime_candidates
 from lecturekit.data.sentences import split_sentences
 
@@ -93,6 +104,37 @@ def tune_fusion(tagger, trigram, valid, weights) -> FusedIME:
     return FusedIME(tagger, trigram, best)
 
 
+FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)
+PRUNED = ("trigram", "nat_trigram")  # beam-pruned: the first candidate is scored with k = 1
+
+
+def score(tag, system, pairs) -> float:
+    """Print a system's row on ``pairs`` (k = 5; pruned searches also k = 1); its CER."""
+    k = min(5, getattr(system, "max_candidates", 5))
+    scores = evaluate_clauses(system.candidates, pairs, k=k)
+    print(scores.row(tag), flush=True)
+    if tag not in PRUNED:
+        return scores.cer[0]
+    first = evaluate_clauses(system.candidates, pairs, k=1)
+    print(first.row(f"{tag} k=1"), flush=True)
+    return first.cer[0]
+
+
+def trigram_curve(split, trigram, test) -> dict[float, float]:
+    """The trigram's test CER (k = 1) counted on nested block subsets of the training split."""
+    curve = {}
+    print("\ntrigram learning curve (nested whole-block subsets, k = 1):")
+    for fraction, clauses in zip(
+        FRACTIONS, block_subsets(split.train, FRACTIONS, split.block_lines), strict=True
+    ):
+        ime = NgramIME(pairs_of(clauses), 3, trigram.lm.discount, beam=trigram.beam)
+        scores = evaluate_clauses(ime.candidates, test, k=1)
+        chars = sum(len(c.text) for c in clauses)
+        print(scores.row(f"{fraction:.4f} ({chars} chars)"), flush=True)
+        curve[fraction] = scores.cer[0]
+    return curve
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=None, help="test clauses (default: all)")
@@ -131,18 +173,13 @@ def main() -> None:
         "nat_trigram": fused,
     }
     print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
-    cer = {}
-    for tag, system in systems.items():
-        k = min(5, getattr(system, "max_candidates", 5))
-        scores = evaluate_clauses(system.candidates, test, k=k)
-        print(scores.row(tag), flush=True)
-        cer[tag] = scores.cer[0]
+    cer = {tag: score(tag, system, test) for tag, system in systems.items()}
+    curve = trigram_curve(split, trigram, test)
     if args.ood_n:
         ood = pairs_of(random.Random("ood").sample(split.ood, min(args.ood_n, len(split.ood))))
         print(f"\nout of domain ({len(ood)} review clauses): same columns")
         for tag, system in systems.items():
-            k = min(5, getattr(system, "max_candidates", 5))
-            print(evaluate_clauses(system.candidates, ood, k=k).row(tag), flush=True)
+            score(tag, system, ood)
     latency = latency_ms(at, pairs_of(split.test), args.latency_n, args.beam)
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(f"RESULT pinyin_cer {cer['at_beam']:.4f}")
@@ -151,7 +188,12 @@ def main() -> None:
     if "p2h" in cer:
         print(f"RESULT pinyin_cer_p2h {cer['p2h']:.4f}")
     print(f"RESULT pinyin_cer_nat {cer['nat']:.4f}")
+    transformer = min(cer["at_beam"], cer["at_greedy"], cer["nat"])
+    print(f"RESULT pinyin_cer_transformer {transformer:.4f}")
+    print(f"RESULT pinyin_cer_trigram {cer['trigram']:.4f}")
     print(f"RESULT pinyin_cer_fused {cer['nat_trigram']:.4f}")
+    for fraction, value in curve.items():
+        print(f"RESULT curve_trigram_{fraction:g} {value:.4f}")
     print(f"RESULT pinyin_latency_ms {latency:.1f}")
 
 

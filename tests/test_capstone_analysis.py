@@ -17,6 +17,7 @@ from lecturekit.capstone.analysis import (
     HomophoneSite,
     SyllableUnigram,
     attention_near_diagonal,
+    block_subsets,
     candidate_bar_text,
     homophone_contrast,
     homophones,
@@ -191,16 +192,37 @@ def test_attention_near_diagonal_of_constructed_attention(monkeypatch) -> None:
 def test_candidate_bar_text_lists_the_beam_and_explains_bad_input() -> None:
     model, src_vocab, tgt_vocab = _tiny_at()
     found = ime_candidates(model, src_vocab, tgt_vocab, "shi jian", k=3)
-    bar = candidate_bar_text(model, src_vocab, tgt_vocab, "shijian", k=3)
+    beam = TransformerIME(model, src_vocab, tgt_vocab, beam_size=3, exact_length=True)
+    bar = candidate_bar_text(beam, "shijian", k=3)
     assert bar == "  ".join(f"{i}. {c}" for i, (c, _) in enumerate(found, 1))
     longest = MAX_CLAUSE  # the longest training clause
-    assert candidate_bar_text(model, src_vocab, tgt_vocab, "shi" * longest, k=1).startswith("1. ")
+    assert candidate_bar_text(beam, "shi" * longest, k=1).startswith("1. ")
     with pytest.raises(ValueError, match="at most 30 syllables"):
-        candidate_bar_text(model, src_vocab, tgt_vocab, "shi" * (longest + 1))
+        candidate_bar_text(beam, "shi" * (longest + 1))
     with pytest.raises(ValueError, match="cannot be split"):
-        candidate_bar_text(model, src_vocab, tgt_vocab, "shiq")
+        candidate_bar_text(beam, "shiq")
     with pytest.raises(ValueError, match="at least one pinyin syllable"):
-        candidate_bar_text(model, src_vocab, tgt_vocab, " ")
+        candidate_bar_text(beam, " ")
+    with pytest.raises(ValueError, match="at most 3 candidates"):
+        candidate_bar_text(beam, "shi", k=4)  # the engine's own limit
+
+
+def test_candidate_bar_text_takes_any_engine_with_candidates() -> None:
+    class Echo:
+        """An input method that writes each syllable's first letter, k times numbered."""
+
+        def candidates(self, pinyins, k):
+            return [[f"{p.replace(' ', '')[:1]}{i}" for i in range(k)] for p in pinyins]
+
+    assert candidate_bar_text(Echo(), "woaibeijing", k=2) == "1. w0  2. w1"
+    assert candidate_bar_text(SyllableUnigram(PAIRS), "shishi", k=1) == "1. 事事"
+    for not_an_engine in (None, "shi", object()):
+        with pytest.raises(TypeError, match=r"must be an input method with a method candidates"):
+            candidate_bar_text(not_an_engine, "shi")
+
+
+def test_ime_candidates_checks_its_arguments() -> None:
+    model, src_vocab, tgt_vocab = _tiny_at()
     with pytest.raises(TypeError, match="src_vocab must be the model's syllable vocabulary"):
         ime_candidates(model, src_vocab.stoi, tgt_vocab, "shi jian")
     with pytest.raises(TypeError, match="tgt_vocab must be the model's character vocabulary"):
@@ -260,3 +282,24 @@ def test_paired_cer_difference_rejects_bad_input():
         paired_cer_difference([float("nan"), 0], [0, 0], [1, 1])
     with pytest.raises(ValueError, match="chars: too many zeros"):
         paired_cer_difference([1, 0], [0, 0], [1, 0], groups=["a", "b"], n_resamples=50)
+
+
+def test_block_subsets_are_nested_whole_blocks() -> None:
+    @dataclasses.dataclass
+    class Clause:
+        line: int
+
+    clauses = [Clause(line) for line in range(0, 400, 3)]  # 8 blocks of 50 lines
+    halves = block_subsets(clauses, (1 / 8, 1 / 4, 1 / 2, 1), 50, seed=1)
+    sizes = [len({c.line // 50 for c in subset}) for subset in halves]
+    assert sizes == [1, 2, 4, 8] and halves[-1] == clauses
+    for small, big in itertools.pairwise(halves):
+        assert all(c in big for c in small)  # nested, clauses in the corpus order
+        assert [c for c in big if c in small] == small
+    for subset in halves:  # whole blocks: a block is in or out
+        blocks = {c.line // 50 for c in subset}
+        assert subset == [c for c in clauses if c.line // 50 in blocks]
+    assert block_subsets(clauses, (1 / 100,), 50)[0]  # at least one block
+    assert block_subsets(clauses, (0.5,), 50, seed=2) != halves[2]  # the seed shuffles
+    with pytest.raises(ValueError, match="fraction"):
+        block_subsets(clauses, (0,), 50)

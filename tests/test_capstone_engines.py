@@ -13,7 +13,9 @@ from lecturekit.capstone.engines import (
     TransformerIME,
     cross_attention,
     hmm_k_best,
+    next_char_probs,
     next_char_steps,
+    teacher_forced_texts,
 )
 from lecturekit.capstone.pinyin_input import MAX_BEAM, MAX_CANDIDATES
 from lecturekit.capstone.tagger import sentence_vocabs
@@ -118,6 +120,39 @@ def test_step_by_step_decoding_and_cross_attention(ime) -> None:
     layers, heads = ime.model.config.n_decoder_layers, ime.model.config.n_heads
     assert weights.shape == (layers, heads, 5, 4)
     torch.testing.assert_close(weights.sum(-1), torch.ones(layers, heads, 5))
+
+
+def test_next_char_probs_are_the_forward_pass_after_the_prefix(ime) -> None:
+    src = ime.encode(["ji qi xue xi"])
+    for prefix in ("", "机器"):
+        tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode(prefix)]])
+        probs = torch.softmax(ime.model(src, tgt_in)[0, -1].double(), dim=-1)
+        got = next_char_probs(ime, "ji qi xue xi", ["学", "习"], prefix)
+        assert got == pytest.approx({c: float(probs[ime.tgt_vocab.stoi[c]]) for c in "学习"})
+    # the later syllables are read: another input, another first step
+    assert next_char_probs(ime, "ji qi", ["机"]) != next_char_probs(ime, "ji qi xue xi", ["机"])
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        next_char_probs(ime, "ji qi", ["梨"])
+
+
+def test_teacher_forced_texts_take_the_best_character_after_each_reference_prefix(ime) -> None:
+    pairs = [("ji qi xue xi", "机器学习"), ("shi jian", "时间")]
+    forced = teacher_forced_texts(ime, pairs)
+    chars = ime.tgt_vocab.itos[4:]  # every character (the specials are never written)
+    for (pinyin, text), got in zip(pairs, forced, strict=True):
+        assert len(got) == len(text)
+        for t, char in enumerate(got):  # step t: the argmax after the reference's first t
+            probs = next_char_probs(ime, pinyin, chars, text[:t])
+            assert probs[char] == max(probs.values())
+    # the first step reads only BOS, as free-running decoding does
+    assert (
+        forced[0][0]
+        == TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, 1).candidates(
+            ["ji qi xue xi"], 1
+        )[0][0][0]
+    )
+    with pytest.raises(ValueError, match="one syllable per character"):
+        teacher_forced_texts(ime, [("shi", "时间")])
 
 
 def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:

@@ -248,3 +248,24 @@ def test_small_misuses_get_errors_that_name_the_argument() -> None:
         NgramIME([("", "")], 2)  # once "vocab_size must be >= 3"
     with pytest.raises(TypeError, match="candidates must hold one list of candidate strings"):
         sentence_scores(["甲丁"], ["甲丁"])  # a string, not a list: '甲丁' "in" '甲丁'[:5]
+
+
+def test_memoised_searches_equal_fresh_ones() -> None:
+    """The log-probabilities are memoised by table and by row: searching the same clauses
+    again (with another k, a bonus, after a change of discount) gives what a fresh engine
+    gives."""
+    pairs = _toy_pairs(200)
+    inputs = [p for p, _ in _toy_pairs(30, seed=1)]
+    warm = NgramIME(pairs, 3, 0.7, beam=4)
+    bonus = {
+        p: np.random.default_rng(0).normal(size=(len(p.split()), len(warm.itos))) for p in inputs
+    }
+    for k in (1, 3):
+        for p in inputs:
+            fresh = NgramIME(pairs, 3, 0.7, beam=4)
+            assert warm.scored(p, k) == fresh.scored(p, k)
+            assert warm.scored(p, k, bonus[p]) == fresh.scored(p, k, bonus[p])
+    warm.set_discount(0.9)
+    assert [warm.scored(p, 3) for p in inputs] == [
+        NgramIME(pairs, 3, 0.9, beam=4).scored(p, 3) for p in inputs
+    ]

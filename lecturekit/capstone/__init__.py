@@ -4,7 +4,7 @@ chapter's order: ``pinyin_input`` (typed pinyin, normalised one way for every en
 baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger as
 an input method, the fused engine and the candidate bar's beam search), ``analysis``
 (baselines, homophones, cross-attention, paired bootstrap), ``models`` (the shipped sentence
-models: recipes, training by ``fit`` in resumable pieces, loading;
+models: recipes, training by ``fit`` in resumable pieces, loading, the best engine;
 ``python -m lecturekit.capstone build NAME``) and ``widget`` (the input box to type into). The corpus it reads is data: :mod:`lecturekit.data.sentences`.
 Names resolve lazily; every module's ``__all__`` is available here.
 """
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from lecturekit.capstone.analysis import HomophoneSite as HomophoneSite
     from lecturekit.capstone.analysis import SyllableUnigram as SyllableUnigram
     from lecturekit.capstone.analysis import attention_near_diagonal as attention_near_diagonal
+    from lecturekit.capstone.analysis import block_subsets as block_subsets
     from lecturekit.capstone.analysis import candidate_bar_text as candidate_bar_text
+    from lecturekit.capstone.analysis import check_engine as check_engine
     from lecturekit.capstone.analysis import homophone_contrast as homophone_contrast
     from lecturekit.capstone.analysis import homophones as homophones
     from lecturekit.capstone.analysis import near_diagonal_chance as near_diagonal_chance
@@ -36,10 +38,17 @@ if TYPE_CHECKING:
     from lecturekit.capstone.engines import TransformerIME as TransformerIME
     from lecturekit.capstone.engines import cross_attention as cross_attention
     from lecturekit.capstone.engines import hmm_k_best as hmm_k_best
+    from lecturekit.capstone.engines import next_char_probs as next_char_probs
     from lecturekit.capstone.engines import next_char_steps as next_char_steps
+    from lecturekit.capstone.engines import teacher_forced_texts as teacher_forced_texts
+    from lecturekit.capstone.models import FUSION_WEIGHT as FUSION_WEIGHT
     from lecturekit.capstone.models import SENTENCE_RECIPES as SENTENCE_RECIPES
+    from lecturekit.capstone.models import TRIGRAM_BEAM as TRIGRAM_BEAM
+    from lecturekit.capstone.models import TRIGRAM_DISCOUNT as TRIGRAM_DISCOUNT
     from lecturekit.capstone.models import SentenceModel as SentenceModel
     from lecturekit.capstone.models import SentenceRecipe as SentenceRecipe
+    from lecturekit.capstone.models import at_engine as at_engine
+    from lecturekit.capstone.models import best_engine as best_engine
     from lecturekit.capstone.models import load_sentence_model as load_sentence_model
     from lecturekit.capstone.models import make_sentence_model as make_sentence_model
     from lecturekit.capstone.models import sentence_checkpoint_path as sentence_checkpoint_path

@@ -8,7 +8,10 @@
 - :func:`attention_near_diagonal`: how much of the decoder's cross-attention falls on the
   syllable a character is written for (or its neighbours), and
   :func:`near_diagonal_chance`, the same measure for uniform attention;
-- :func:`candidate_bar_text`: the input method's candidate bar for typed pinyin as one line;
+- :func:`candidate_bar_text`: any input method's candidate bar for typed pinyin as one line
+  (:func:`check_engine`: what an input method is);
+- :func:`block_subsets`: nested subsets of the training clauses, whole blocks at a time (for
+  a learning curve);
 - :func:`paired_cer_difference`: the CER difference of two systems on the same clauses with a
   paired (optionally cluster) bootstrap interval.
 """
@@ -16,26 +19,22 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from lecturekit._common import check_int, check_number, check_type
 from lecturekit.capstone.engines import TransformerIME, cross_attention
 from lecturekit.capstone.ngram import MAX_RESAMPLES, UNKNOWN_CHAR
 from lecturekit.capstone.pinyin_input import check_k, check_pairs, read_pinyins
-from lecturekit.capstone.tagger import (
-    ime_candidates,
-    k_best_independent,
-    split_syllables,
-)
+from lecturekit.capstone.tagger import k_best_independent, split_syllables
 from lecturekit.data.sentences import MAX_CLAUSE
-from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.model.config import TransformerConfig
 
 __all__ = [
@@ -46,8 +45,10 @@ __all__ = [
     "homophone_contrast",
     "attention_near_diagonal",
     "near_diagonal_chance",
+    "check_engine",
     "candidate_bar_text",
     "paired_cer_difference",
+    "block_subsets",
 ]
 
 
@@ -267,15 +268,12 @@ def near_diagonal_chance(pairs: Sequence[tuple[str, str]], width: int = 0) -> Te
     return torch.stack(out) if out else torch.zeros(0)
 
 
-def _typed_syllables(src_vocab: WordVocab, typed: str) -> list[str]:
+def _typed_syllables(typed: str) -> list[str]:
     """The syllables of typed pinyin, or a ``ValueError`` a reader can act on."""
     check_type("typed", typed, str, "a str of pinyin")
     syllables = split_syllables(typed)
     if not syllables:
         raise ValueError(f"typed must hold at least one pinyin syllable, got {typed!r}")
-    unknown = [s for s in syllables if s not in src_vocab]
-    if unknown:
-        raise ValueError(f"typed has syllables the model does not know: {unknown}")
     if len(syllables) > MAX_CLAUSE:
         raise ValueError(
             f"typed must have at most {MAX_CLAUSE} syllables (the longest training clause), "
@@ -284,19 +282,32 @@ def _typed_syllables(src_vocab: WordVocab, typed: str) -> list[str]:
     return syllables
 
 
-def candidate_bar_text(
-    model: nn.Module, src_vocab: WordVocab, tgt_vocab: CharVocab, typed: str, k: int = 5
-) -> str:
+def check_engine(name: str, engine: object) -> None:
+    """``TypeError`` unless ``engine`` is an input method: it has a ``candidates(pinyins, k)``
+    method (every engine of the chapter: the n-gram HMMs, the Transformer, the tagger, the
+    fused engine)."""
+    if not callable(getattr(engine, "candidates", None)):
+        raise TypeError(
+            f"{name} must be an input method with a method candidates(pinyins, k) -> one list "
+            f"of k clauses per input (NgramIME, TransformerIME, TaggerIME, FusedIME, ...), "
+            f"got {type(engine).__name__}"
+        )
+
+
+def candidate_bar_text(engine: object, typed: str, k: int = 5) -> str:
     """The candidate bar for typed pinyin (spaced or not): ``"1. 我爱北京  2. 我爱背景 ..."``,
-    the ``k`` best clauses of the encoder-decoder ``model`` by beam search
-    (:func:`ime_candidates`). Raises ``ValueError`` with a readable message for input that
-    cannot be split into syllables, a syllable the model does not know, or a clause longer
-    than any the models were trained on (:data:`~lecturekit.data.sentences.MAX_CLAUSE`, 30
-    syllables; beyond it the model would write at positions it has never seen)."""
+    the first ``k`` clauses of ``engine.candidates`` (any input method, :func:`check_engine`).
+
+    Raises ``ValueError`` with a readable message for input that cannot be split into
+    syllables, a clause longer than any the models were trained on
+    (:data:`~lecturekit.data.sentences.MAX_CLAUSE`, 30 syllables; beyond it a Transformer
+    would write at positions it has never seen) and, from the engine, a syllable it does not
+    know; ``k`` larger than the engine allows is refused by the engine."""
+    check_engine("engine", engine)
     check_int("k", k, 1)
-    syllables = _typed_syllables(src_vocab, typed)
-    found = ime_candidates(model, src_vocab, tgt_vocab, " ".join(syllables), k=k)
-    return "  ".join(f"{i}. {clause}" for i, (clause, _) in enumerate(found, 1))
+    syllables = _typed_syllables(typed)
+    found = engine.candidates([" ".join(syllables)], k)[0]  # type: ignore[attr-defined]
+    return "  ".join(f"{i}. {clause}" for i, clause in enumerate(found[:k], 1))
 
 
 def paired_cer_difference(
@@ -353,3 +364,25 @@ def paired_cer_difference(
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return float((a.sum() - b.sum()) / n.sum()), float(low), float(high)
+
+
+def block_subsets(
+    clauses: Sequence[Any], fractions: Sequence[float], block_lines: int, seed: int | str = "curve"
+) -> list[list[Any]]:
+    """For each of ``fractions`` (in ``(0, 1]``) the clauses of that share of the blocks:
+    ``clauses`` (``(N,)``, each with the corpus ``line`` it came from) are grouped in blocks
+    of ``block_lines`` lines, as the split groups them; the blocks are shuffled once by
+    ``random.Random(seed)`` and a fraction ``f`` takes the first ``round(f * blocks)`` of
+    them (at least one), so every subset holds every smaller one (nested) and never part of
+    a block. Clauses keep their order."""
+    check_int("block_lines", block_lines, 1)
+    for f in fractions:
+        check_number("every fraction", f, 0, 1, exclusive=("minimum",))
+    blocks = sorted({c.line // block_lines for c in clauses})
+    random.Random(seed).shuffle(blocks)
+    rank = {b: i for i, b in enumerate(blocks)}
+    out = []
+    for f in fractions:
+        n = max(1, round(f * len(blocks)))
+        out.append([c for c in clauses if rank[c.line // block_lines] < n])
+    return out

@@ -6,7 +6,9 @@ Both answer the same question, ``candidates(pinyins, k)``: for each toneless pin
 - :class:`HmmBaseline`: the HMM of the ``Pinyin2Hanzi`` package (character bigrams with its
   own statistics from its own corpus, Viterbi decoding; :func:`hmm_k_best` decodes it);
 - :class:`TransformerIME`: a trained :class:`lecturekit.Transformer` with the book's greedy
-  and beam search; :func:`next_char_steps` and :func:`cross_attention` look inside it.
+  and beam search; :func:`next_char_steps`, :func:`next_char_probs` and
+  :func:`cross_attention` look inside it, :func:`teacher_forced_texts` measures its exposure
+  bias (the reference prefix fed at every step).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from lecturekit._common import check_bool, check_type
 from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, read_pinyins
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding import beam_search, greedy
+from lecturekit.decoding.protocol import as_decoder
+from lecturekit.decoding.search import forbid_specials
 from lecturekit.model.transformer import Transformer
 
 __all__ = [
@@ -30,6 +34,8 @@ __all__ = [
     "hmm_k_best",
     "TransformerIME",
     "next_char_steps",
+    "next_char_probs",
+    "teacher_forced_texts",
     "cross_attention",
 ]
 
@@ -274,6 +280,43 @@ def next_char_steps(
             break
         prefix.append(chosen)
     return steps
+
+
+@torch.no_grad()
+def next_char_probs(
+    ime: TransformerIME, pinyin: str, chars: Sequence[str], prefix: str = ""
+) -> dict[str, float]:
+    """The decoder's probability of each character of ``chars`` as the next one, after BOS and
+    ``prefix``, for the input ``pinyin``: ``{"机": 0.12, "及": 0.18}``. The whole input is
+    read by the encoder, so a change of its later syllables can change even the first step.
+    A character outside the output vocabulary raises ``ValueError``."""
+    tgt = ime.tgt_vocab
+    ids = tgt.encode("".join(chars), strict=True)
+    src = ime.encode([pinyin])  # (1, S)
+    tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(prefix, strict=True)]])  # (1, P + 1)
+    probs = torch.softmax(ime.model(src, tgt_in)[0, -1].double(), dim=-1)  # (V,)
+    return {c: float(probs[i]) for c, i in zip(chars, ids, strict=True)}
+
+
+@torch.no_grad()
+def teacher_forced_texts(ime: TransformerIME, pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """Each clause's characters as the decoder writes them when every step reads the
+    reference prefix (teacher forcing, chapter 6), ``(N,)`` strings: at step ``t`` the most
+    probable character after BOS and the reference's first ``t`` characters, one per
+    syllable (PAD, BOS and EOS never written, as in decoding with ``exact_length``). Rare
+    reference characters are fed as ``<unk>``, as in training. Compared with the free-running
+    answers, the difference is what the decoder's own earlier mistakes cost it."""
+    out: list[str] = []
+    model, tgt = ime.model, ime.tgt_vocab
+    for pinyin, text in pairs:
+        src = ime.encode([pinyin])  # (1, S)
+        if src.size(1) != len(text):
+            raise ValueError(f"pairs must have one syllable per character, got {pinyin!r}")
+        tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(text[:-1])]])  # (1, T)
+        logits = model(src, tgt_in)[0]  # (T, V)
+        allowed = forbid_specials(logits, as_decoder(model), forbid_eos=True)
+        out.append(tgt.decode(allowed.argmax(-1).tolist()))
+    return out
 
 
 @torch.no_grad()

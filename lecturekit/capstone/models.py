@@ -19,6 +19,10 @@ stop the shipped file ``<name>.pt`` (float16 weights, vocabularies, history) is 
 :func:`load_sentence_model` always reads the latest piece; its ``metadata["finished"]`` says
 whether the recipe's ``total_steps`` are done.
 
+Built from them, as the input box's defaults: :func:`best_engine` (the tagger fused with the
+trigram HMM, the chapter's most accurate engine) and :func:`at_engine` (the AT with beam
+search, the engine the chapter explains).
+
 No hyperparameter was tuned, on validation or on test: the sizes follow the 24 MiB budget of
 shipped files. The validation split only feeds the history: at every ``eval_every`` steps,
 the mean training loss since the last point and the validation CER (greedy with the model's
@@ -32,6 +36,7 @@ and ``benchmarks/RESULTS.md``'s timings were measured.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
@@ -42,8 +47,8 @@ import torch
 
 from lecturekit._common import check_int, check_number
 from lecturekit.capstone.engines import TransformerIME
-from lecturekit.capstone.ngram import sentence_scores
-from lecturekit.capstone.tagger import TaggerIME, sentence_vocabs
+from lecturekit.capstone.ngram import NgramIME, sentence_scores
+from lecturekit.capstone.tagger import FusedIME, TaggerIME, sentence_vocabs
 from lecturekit.data.pinyin import _cache_folder
 from lecturekit.data.sentences import split_sentences
 from lecturekit.data.vocab import Vocab
@@ -68,6 +73,11 @@ __all__ = [
     "train_sentences",
     "load_sentence_model",
     "SentenceModel",
+    "TRIGRAM_DISCOUNT",
+    "TRIGRAM_BEAM",
+    "FUSION_WEIGHT",
+    "best_engine",
+    "at_engine",
 ]
 
 
@@ -366,3 +376,27 @@ _register(
         total_steps=8000,
     )
 )
+
+
+# The chapter's choices on the validation clauses (capstone notebook): the trigram's
+# Kneser-Ney discount, its beam and the tagger's weight in the fused engine
+TRIGRAM_DISCOUNT, TRIGRAM_BEAM, FUSION_WEIGHT = 0.9, 32, 0.1
+
+
+@functools.cache
+def best_engine() -> FusedIME:
+    """The chapter's most accurate input method: the shipped tagger (NAT) fused with the
+    trigram HMM of the training clauses (:data:`TRIGRAM_DISCOUNT`, :data:`TRIGRAM_BEAM`,
+    :data:`FUSION_WEIGHT`, the values the chapter chooses on validation). Built on the first
+    call (the trigram counts the training clauses: seconds), then kept in memory."""
+    trigram = NgramIME(sentence_pairs()["train"], 3, TRIGRAM_DISCOUNT, beam=TRIGRAM_BEAM)
+    nat = load_sentence_model("ime-sentences-nat")
+    return FusedIME(TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab), trigram, FUSION_WEIGHT)
+
+
+@functools.cache
+def at_engine(beam_size: int = 5) -> TransformerIME:
+    """The shipped encoder-decoder Transformer (the AT the chapter explains) as an input
+    method: beam search of ``beam_size``, one character per syllable; kept in memory."""
+    at = load_sentence_model("ime-sentences-at")
+    return TransformerIME(at.model, at.src_vocab, at.tgt_vocab, beam_size, exact_length=True)

@@ -186,6 +186,7 @@ class NgramIME:
         )
         self.emission = self._emission(pairs)
         self._memo: dict[tuple[bytes, bytes], np.ndarray] = {}
+        self._row_memo: dict[tuple[bytes, bytes], np.ndarray] = {}
 
     def _emission(self, pairs: Sequence[tuple[str, str]]) -> dict[str, tuple[np.ndarray, ...]]:
         """syllable -> (character ids ``(C,)``, log P(syllable | character) ``(C,)``)."""
@@ -209,6 +210,7 @@ class NgramIME:
         if self.order > 1:
             self.lm.discount = float(discount)
             self._memo.clear()  # the memoised log-probabilities belong to the old discount
+            self._row_memo.clear()
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each pinyin clause its ``k`` best character strings, best first (at most
@@ -263,15 +265,33 @@ class NgramIME:
         return out
 
     def _log_prob(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """``log P_LM(ids | states)`` ``(S, C)``, memoised: for the bigram the states of a
-        step are the characters of the previous syllable, so syllable pairs repeat."""
+        """``log P_LM(ids | states)`` ``(S, C)``, memoised twice: whole tables (for the bigram
+        the states of a step are the characters of the previous syllable, so syllable pairs
+        repeat) and single rows (a trigram state, two characters, recurs in other clauses
+        and in every search over the same clauses: with another ``k`` or another bonus).
+        ``prob`` is computed row by row, so a memoised row equals a freshly computed one."""
         key = (states.tobytes(), ids.tobytes())
         table = self._memo.get(key)
         if table is None:
             if len(self._memo) >= 4096:  # about 4096 x 30 KB at most
                 self._memo.clear()
-            table = self._memo[key] = np.log(self.lm.prob(states, ids))
+            table = self._memo[key] = self._rows(states, ids)
         return table
+
+    def _rows(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """``log P_LM(ids | states)`` ``(S, C)`` from the row memo, computing the missing rows
+        in one call."""
+        new = ids.tobytes()
+        keys = [(row.tobytes(), new) for row in states]
+        rows = [self._row_memo.get(key) for key in keys]
+        missing = [i for i, row in enumerate(rows) if row is None]
+        if missing:
+            if len(self._row_memo) >= 200_000:  # about 200,000 x 0.5 KB at most
+                self._row_memo.clear()
+            computed = np.log(self.lm.prob(states[missing], ids))  # (len(missing), C)
+            for i, row in zip(missing, computed, strict=True):
+                rows[i] = self._row_memo[keys[i]] = row
+        return np.stack(rows)
 
     def _search(self, steps: list[tuple[np.ndarray, ...]], k: int) -> tuple[list, np.ndarray]:
         """k-best Viterbi: ``steps`` of (ids, log emission) -> (id paths, scores), best first.

@@ -91,8 +91,7 @@ error("capstone", "attention_near_diagonal_layer_9", lambda: _near(layer=9), "la
 def _bar(typed: Any):
     from lecturekit.capstone.analysis import candidate_bar_text
 
-    model, vocabs = _model("at")
-    return candidate_bar_text(model, *vocabs, typed)
+    return candidate_bar_text(_at(), typed)
 
 
 def _next_text(text: str):
