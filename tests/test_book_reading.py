@@ -337,7 +337,7 @@ THEME_WORDS = re.compile(
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_no_colab_cell_and_chinese_theme_words(path: Path) -> None:
     html = path.read_text(encoding="utf-8")
-    assert "Colab 设置" not in html, f"{_page_id(path)} shows the Colab set-up cell"
+    assert "Colab 设置：从课程仓库安装" not in html, f"{_page_id(path)} shows the Colab set-up cell"
     words = THEME_WORDS.findall(html)
     assert not words, f"{_page_id(path)}: theme strings not in Simplified Chinese: {words}"
 

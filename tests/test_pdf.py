@@ -282,4 +282,4 @@ def test_no_display_formula_is_clipped(reader) -> None:  # type: ignore[no-untyp
 
 
 def test_the_colab_cell_is_not_printed(text: str) -> None:
-    assert "Colab 设置" not in text, "the Colab set-up cell is printed"
+    assert "Colab 设置：从课程仓库安装" not in text, "the Colab set-up cell is printed"
