@@ -311,7 +311,7 @@ EXPOSURE_BIAS_SCHEDULE = {"schedule": "inverse_sigmoid", "k": 100.0, "sample": T
 """Chapter 6's scheduled sampling: ``ε_i = k / (k + exp(i / k))`` with ``k = 100`` (ε = 0.5
 near step 460, 0.005 at the last step, 1000) and replacements *sampled* from the model. Chosen
 on the validation split, seeds 0-2, among linear decay to 0.5 and this inverse sigmoid, each
-with argmax or sampled replacements; the argmax variants were the worse two."""
+with argmax or sampled replacements (the other candidates' scores are not shipped)."""
 
 
 def _register_exposure_bias_recipes() -> None:
