@@ -97,6 +97,23 @@ def test_wrong_values_report_expected_got_and_the_hint(sample_exercises, capsys)
     assert "期望 16，得到 12" in out and "💡 提示" in out
 
 
+def _double_exercise(exercise_id: str, cases: list[Case], forbidden=()) -> Exercise:
+    """A throwaway exercise, double(x) = 2x, with the given hidden cases."""
+    return Exercise(
+        id=exercise_id,
+        chapter=99,
+        title="加倍",
+        prompt="写一个函数 double(x)，返回 2x。",
+        hint="乘以二。",
+        explanation="2 * x。",
+        kind="function",
+        returns=Array("float32", "与 x 相同"),
+        cases=lambda: cases,
+        reference=lambda x: 2 * x,
+        forbidden=forbidden,
+    )
+
+
 def _on_scaled_input(double):  # a harness: the case calls what it builds from the answer
     def run(x, times):
         return double(x * times)
@@ -108,20 +125,12 @@ def test_a_case_with_a_harness_calls_what_the_harness_builds(capsys):
     """``Case.harness``: the answer runs inside the harness, under the watch, and the expected
     result is the harness around the reference (called with the reference's one argument,
     the case's two would fail); the inputs are named by the harness's function."""
-    exercise = Exercise(
-        id="sample.harness",
-        chapter=99,
-        title="加倍",
-        prompt="写一个函数 double(x)，返回 2x。",
-        hint="乘以二。",
-        explanation="2 * x。",
-        kind="function",
-        returns=Array("float32", "与 x 相同"),
-        cases=lambda: [
+    exercise = _double_exercise(
+        "sample.harness",
+        [
             Case(args=(torch.ones(2),), label="直接"),
             Case(args=(torch.ones(2), 3.0), label="套在别的计算里", harness=_on_scaled_input),
         ],
-        reference=lambda x: 2 * x,
         forbidden=("torch.softmax",),
     )
     register(exercise)
@@ -149,22 +158,9 @@ def test_a_case_with_a_time_factor_gets_that_many_times_the_limit(capsys):
     """``Case.time_factor``: a slow case (a harness that trains) may take factor times the
     time limit, in the answer's own call and in the worker's step; the other cases may not."""
 
-    def exercise(factor: float) -> Exercise:
-        return Exercise(
-            id="sample.slow",
-            chapter=99,
-            title="加倍",
-            prompt="写一个函数 double(x)，返回 2x。",
-            hint="乘以二。",
-            explanation="2 * x。",
-            kind="function",
-            returns=Array("float32", "与 x 相同"),
-            cases=lambda: [Case(args=(torch.ones(2),), label="慢", time_factor=factor)],
-            reference=lambda x: 2 * x,
-        )
-
     for factor, passes in [(1.0, False), (4.0, True)]:
-        register(exercise(factor))
+        slow = Case(args=(torch.ones(2),), label="慢", time_factor=factor)
+        register(_double_exercise("sample.slow", [slow]))
         try:
             assert check("sample.slow", _slow_double, time_limit=0.25) is passes
             out = capsys.readouterr().out
