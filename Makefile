@@ -27,7 +27,7 @@ NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
 # one notebook at two threads, and two kernels of two threads each would wait on each other
 # at every operation (benchmarks/threads.py). --dist loadfile keeps a notebook's cells in one
 # kernel; the longest notebooks go first so that no worker is left alone with one at the end.
-LONGEST_NOTEBOOKS := notebooks/capstone_pinyin.ipynb notebooks/06_exposure_bias.ipynb \
+LONGEST_NOTEBOOKS := notebooks/capstone_pinyin.ipynb notebooks/06_2_exposure_bias.ipynb \
 	notebooks/03_encoder.ipynb
 NBVAL_ORDER := $(foreach notebook,$(LONGEST_NOTEBOOKS),$(filter $(notebook),$(NOTEBOOKS))) \
 	$(filter-out $(LONGEST_NOTEBOOKS),$(NOTEBOOKS))

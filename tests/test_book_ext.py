@@ -103,6 +103,16 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     assert ranks["layernorm"] == ranks["layer normalization"] == "notebooks/03_encoder"
     assert ranks["baseline"] == "notebooks/06_exposure_bias"  # not the capstone's heading
     assert ranks["gpu memory (hbm on a100/h100)"] == "notebooks/02_attention"
+    split = ["book/chapter_06", "notebooks/06_1_decoding", "notebooks/06_2_exposure_bias"]
+    assert search_terms.chapter_docname("第 6 章", ["notebooks/05_training", *split]) == split[0]
+    row = search_terms.GlossaryRow(("基线",), (), "baseline", "第 6 章")
+    ranks = search_terms.teaching_chapters([row], split, {split[0]: "第 6 章 基线"}, {})
+    assert ranks["baseline"] == split[1]  # not the landing page, though its title names it
+    texts = {split[1]: "基线", split[2]: "基线…减去基线"}  # used most in the second section
+    ranks = search_terms.teaching_chapters([row], split, {}, {}, texts)
+    assert ranks["baseline"] == split[2]
+    with pytest.raises(ExtensionError, match="第 6 章"):  # two pages, neither a section
+        search_terms.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
     with pytest.raises(ExtensionError, match="第 9 章"):
         search_terms.teaching_chapters(
             [search_terms.GlossaryRow(("x",), (), "x", "第 9 章")], order, {}, {}
@@ -139,6 +149,7 @@ def test_captions_prefer_metadata_then_titles_then_the_heading() -> None:
 
 def test_figure_numbers_follow_the_chapter() -> None:
     assert figures.figure_prefix("第 4 章 解码器 (decoder)") == "4."
+    assert figures.figure_prefix("6.2 曝光偏差与定时采样 (exposure bias)") == "6.2."
     assert figures.figure_prefix("附录 (appendix)") == "A."
     assert figures.figure_prefix("综合项目：拼音到汉字 (from pinyin to characters)") == "C."
     assert figures.figure_prefix("调试实验：Transformer 里最常见的 bug (debugging lab)") == "L."

@@ -163,7 +163,7 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
         "notebooks/02_attention.html": 2,
         "notebooks/03_encoder.html": 5,
         "notebooks/05_training.html": 2,
-        "notebooks/06_exposure_bias.html": 1,
+        "notebooks/06_1_decoding.html": 1,
     }, counts
 
 

@@ -163,19 +163,20 @@ def problems_in_cell(markdown: str) -> list[str]:
 
 
 def chapter_label(notebook: Path) -> str:
-    """The chapter part of a self-test number: 6 for 06_exposure_bias; A for the appendix;
-    C for the unnumbered capstone (capstone_pinyin); L for the debugging lab (lab_debugging)."""
-    if notebook.stem.endswith("appendix"):
-        return "A"
+    """The chapter part of a self-test number: 3 for 03_encoder; 6.2 for the second section page
+    of chapter 6 (06_2_exposure_bias); A (A.2) for the appendix (its section pages); C for the
+    unnumbered capstone (capstone_pinyin); L for the debugging lab (lab_debugging)."""
     if notebook.stem.startswith("capstone_"):
         return "C"
     if notebook.stem.startswith("lab_"):
         return "L"
-    prefix = notebook.stem.split("_")[0]
-    assert prefix.isdigit(), (
-        f"{notebook.name}: a chapter notebook is NN_topic, capstone_topic or lab_topic"
+    chapter, section, *_ = notebook.stem.split("_") + [""]
+    assert chapter.isdigit(), (
+        f"{notebook.name}: a chapter notebook is NN_topic (a section page NN_K_topic), "
+        "capstone_topic or lab_topic"
     )
-    return str(int(prefix))
+    label = "A" if "appendix" in notebook.stem else str(int(chapter))
+    return f"{label}.{int(section)}" if section.isdigit() else label
 
 
 def _cells(notebook: Path) -> list[dict]:
@@ -291,6 +292,8 @@ def test_numbers_are_read_in_order() -> None:
     second = GOOD.replace("6.1", "6.2")
     assert self_tests(render(GOOD + "\n\n" + second))[0] == ["6.1", "6.2"]
     assert chapter_label(Path("notebooks/06_exposure_bias.ipynb")) == "6"
+    assert chapter_label(Path("notebooks/06_2_exposure_bias.ipynb")) == "6.2"
+    assert chapter_label(Path("notebooks/08_2_appendix_reference.ipynb")) == "A.2"
     assert chapter_label(Path("notebooks/09_appendix.ipynb")) == "A"
     assert chapter_label(Path("notebooks/capstone_pinyin.ipynb")) == "C"
     assert chapter_label(Path("notebooks/lab_debugging.ipynb")) == "L"

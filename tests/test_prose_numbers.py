@@ -65,6 +65,7 @@ NOT_MEASUREMENTS = [
     re.compile(r"arXiv:\s*\d+\.\d+", re.I),  # paper identifiers
     re.compile(r"\bp\d+(?:\s*[–-]\s*p?\d+)?"),  # slide pages
     re.compile(r"\d+(?:\.\d+)*(?:\s*[、,，]\s*\d+(?:\.\d+)*)*\s*节"),  # section numbers
+    re.compile(r"(?m)^#+\s+\d+(?:\.\d+)+"),  # a section page's title: # 6.2 曝光偏差
     re.compile(r"(?:练习|自测|解答|表|图)\s*[A-Z\d]+(?:\.\d+)+"),  # exercise/table numbers
     re.compile(r"(?<!\d)(?:19|20)\d\d(?:\s*年)?(?!\d)"),  # years
 ]
@@ -125,10 +126,11 @@ def test_unprinted_numbers_are_found_in_a_planted_chapter() -> None:
             "$z_3 = [0.670, 0.670]$，峰值 6.988e-04。引自 Vaswani 等 (2017) 表 3：BLEU 27.3。",
             "### 自测 4.2\n\n<details><summary>解答 4.2</summary>见 arXiv:2204.05236。</details>",
             "词表有 1,000 个符号，实测 0.25 秒。",
+            "# 6.2 曝光偏差\n\n正文里的 6.2 是测量。",
         ),
         outputs="loss 1.0681 -> 0.9876\n十万 100000 十万零一\nz = [0.6701 0.6699]\n1000",
     )
-    assert unprinted_numbers(chapter) == ["100001", "0.25"]
+    assert unprinted_numbers(chapter) == ["100001", "0.25", "6.2"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -27,6 +27,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 # is named by its section's heading instead (a list of a dozen panel titles is not a caption).
 MAX_PANEL_TITLES = 3
 CHAPTER = re.compile(r"第\s*(\d+)\s*章")
+SECTION = re.compile(r"(\d+)\.(\d+)\s")  # a section page's title: "6.2 曝光偏差…"
 HASHED = re.compile(r"[0-9a-f]{32,}")
 # Pages without a chapter number, by the start of their title, and their figures' letter.
 LETTERED = (("附录", "A"), ("综合项目", "C"), ("调试实验", "L"))
@@ -95,8 +96,11 @@ def captions(source: str, metadata: dict[str, Any], images: int, heading: str) -
 
 def figure_prefix(title: str) -> str:
     """What comes between "图 " and a figure's number in a page titled ``title``: the
-    chapter's number and a dot ("4."), "A." in the appendix, "C." in the capstone and "L." in
+    chapter's number and a dot ("4."), the section's on a section page ("6.2."), "A." in the appendix, "C." in the capstone and "L." in
     the debugging lab (the letters of their self-tests), nothing elsewhere."""
+    section = SECTION.match(title)
+    if section:
+        return f"{int(section.group(1))}.{int(section.group(2))}."
     chapter = CHAPTER.search(title)
     if chapter:
         return f"{int(chapter.group(1))}."

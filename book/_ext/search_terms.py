@@ -299,7 +299,8 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
         for d in order if d in env.tocs
     }  # fmt: skip
     titles_by_doc = {d: env.titles[d].astext() for d in order if d in env.titles}
-    ranks = teaching_chapters(glossary, order, titles_by_doc, headings)
+    texts = {d: env.get_doctree(d).astext() for d in order}
+    ranks = teaching_chapters(glossary, order, titles_by_doc, headings, texts)
     path.with_name(RANKS_NAME).write_text(json.dumps(ranks, ensure_ascii=False), encoding="utf-8")
     path.with_name(SYNONYMS_NAME).write_text(
         json.dumps(synonyms(glossary), ensure_ascii=False), encoding="utf-8"
@@ -312,12 +313,21 @@ def _reading_order(app: Sphinx, env: BuildEnvironment) -> list[str]:
     return order + sorted(set(env.found_docs) - set(order))
 
 
-def chapter_docname(label: str, docnames: list[str]) -> str:
-    """The page of the glossary's 首次出现 column: ``"第 6 章"`` -> ``notebooks/06_…``,
-    ``"综合项目"`` -> ``notebooks/capstone_…``, ``"调试实验"`` -> ``notebooks/lab_…``, ``"附录"`` -> ``notebooks/…appendix``."""
+def chapter_pages(label: str, docnames: list[str]) -> list[str]:
+    """The pages of the glossary's 首次出现 label, in ``docnames``' order: ``"第 6 章"`` ->
+    ``[notebooks/06_…]``, or for a chapter split into section pages its landing page and its
+    sections, ``[book/chapter_06, notebooks/06_1_…, notebooks/06_2_…]``; ``"综合项目"`` ->
+    ``notebooks/capstone_…``, ``"调试实验"`` -> ``notebooks/lab_…``, ``"附录"`` ->
+    ``notebooks/…appendix``."""
     number = re.fullmatch(r"第\s*(\d+)\s*章", label.strip())
     if number:
-        found = [d for d in docnames if d.startswith(f"notebooks/{int(number.group(1)):02d}_")]
+        prefix = f"{int(number.group(1)):02d}"
+        landing = [d for d in docnames if d == f"book/chapter_{prefix}"]
+        found = [d for d in docnames if d.startswith(f"notebooks/{prefix}_")]
+        sections = [d for d in found if re.match(r"\d+_\d+_", d.rsplit("/", 1)[-1])]
+        if len(found) == 1 and not landing or sections == found and (found or landing):
+            return landing + found
+        found = []
     elif label.strip() == "综合项目":
         found = [d for d in docnames if d.startswith("notebooks/capstone_")]
     elif label.strip() == "调试实验":
@@ -326,7 +336,13 @@ def chapter_docname(label: str, docnames: list[str]) -> str:
         found = [d for d in docnames if d.startswith("notebooks/") and "appendix" in d]
     if len(found) != 1:
         raise ExtensionError(f"search_terms: the glossary names {label!r}, pages {found}")
-    return found[0]
+    return found
+
+
+def chapter_docname(label: str, docnames: list[str]) -> str:
+    """The page a 首次出现 cell links to: the chapter's page, or its landing page when the
+    chapter is split into section pages (see ``chapter_pages``)."""
+    return chapter_pages(label, docnames)[0]
 
 
 def teaching_chapters(
@@ -334,6 +350,7 @@ def teaching_chapters(
     order: list[str],
     titles: dict[str, str],
     headings: dict[str, list[str]],
+    texts: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Query (lower case) -> the chapter that teaches it, for each Chinese term of a glossary
     row and each of its English names (``"beam search / beam size"`` gives two).
@@ -343,12 +360,17 @@ def teaching_chapters(
     chapter is the first chapter, in reading order (``order``), whose title names the term;
     else the first numbered chapter whose section headings name it (self-tests and links
     left out; the capstone applies terms rather than teaching them); else the first-use
-    chapter. ``titles`` and ``headings`` are keyed by docname."""
+    chapter: of a chapter split into section pages, the page whose text (``texts``) names
+    the term most often, the first such page on a tie (a landing page teaches nothing). ``titles``, ``headings`` and ``texts``
+    are keyed by docname."""
     ranks: dict[str, str] = {}
     for row in glossary:
-        first_use = chapter_docname(row.chapter, order)
         term = row.terms[0]
-        in_title = [d for d in order if term in titles.get(d, "")]
+        pages = [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
+        first_use = max(pages, key=lambda d: (texts or {}).get(d, "").count(term))
+        in_title = [
+            d for d in order if term in titles.get(d, "") and not d.startswith("book/chapter_")
+        ]
         in_heading = [
             d for d in order
             if re.match(r"\d", d.rsplit("/", 1)[-1])
