@@ -320,7 +320,7 @@ register(
             "一次只能读 BLOCK 个数（BLOCK 是 2 的幂，测试里取 4、8、16）：n_cols 可以比 BLOCK 小，"
             "也可以是它的好几倍，而且不一定是它的倍数。\n"
             "没有 GPU 时，内核要在 Triton 的解释器里运行：在定义它之前设置 "
-            "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）；"
+            "os.environ['TRITON_INTERPRET'] = '1'（本节开头的准备单元格就这样做）；"
             "有 GPU 而没有设置它时，检查器在 GPU 上运行你的内核。"
         ),
         hint=(
@@ -436,7 +436,7 @@ register(
             '两次矩阵乘可以用 tl.dot(a, b, input_precision="ieee")（fp32 的完整精度；'
             "GPU 上不写时默认 TF32，误差超出检查的容差）。\n"
             "没有 GPU 时，内核要在 Triton 的解释器里运行：在定义它之前设置 "
-            "os.environ['TRITON_INTERPRET'] = '1'（本章第一个代码单元格就这样做）。"
+            "os.environ['TRITON_INTERPRET'] = '1'（本节开头的准备单元格就这样做）。"
         ),
         hint=(
             "对照正文的递推：先求新的行最大值，再算缩放因子（旧最大值减新最大值的指数）"
