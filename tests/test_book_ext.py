@@ -119,6 +119,24 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
         )
 
 
+def test_the_appendix_links_its_landing_page_or_nothing() -> None:
+    appendix = [
+        "book/appendix",
+        "notebooks/08_1_appendix_subwords",
+        "notebooks/08_2_appendix_architectures",
+        "notebooks/08_3_appendix_reference",
+    ]
+    docnames = ["notebooks/07_kernels", *appendix, "notebooks/lab_debugging"]
+    assert search_terms.chapter_pages("附录", docnames) == appendix
+    glossary = appendix[-1]
+    assert search_terms.first_use_link("附录", docnames, glossary) == "book/appendix"
+    assert search_terms.first_use_link("调试实验", docnames, glossary) == "notebooks/lab_debugging"
+    one_page = ["notebooks/07_kernels", "notebooks/08_appendix"]  # the glossary's own page
+    assert search_terms.first_use_link("附录", one_page, "notebooks/08_appendix") is None
+    with pytest.raises(ExtensionError, match="附录"):  # two appendix pages, neither a section
+        search_terms.chapter_pages("附录", ["notebooks/08_appendix", "notebooks/09_appendix"])
+
+
 def test_figure_titles_are_read_from_string_literals() -> None:
     source = (
         "%matplotlib inline\n"
@@ -151,6 +169,7 @@ def test_figure_numbers_follow_the_chapter() -> None:
     assert figures.figure_prefix("第 4 章 解码器 (decoder)") == "4."
     assert figures.figure_prefix("6.2 曝光偏差与定时采样 (exposure bias)") == "6.2."
     assert figures.figure_prefix("附录 (appendix)") == "A."
+    assert figures.figure_prefix("A.1 子词与架构 (subwords)") == "A.1."
     assert figures.figure_prefix("综合项目：拼音到汉字 (from pinyin to characters)") == "C."
     assert figures.figure_prefix("调试实验：Transformer 里最常见的 bug (debugging lab)") == "L."
     assert figures.figure_prefix("欢迎") == ""

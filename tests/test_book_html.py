@@ -350,7 +350,7 @@ def test_a_missing_font_fails_the_page_check(browser, tmp_path: Path) -> None:  
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from search_terms import HAN, chapter_docname, glossary_rows  # noqa: E402
 
-GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_appendix.ipynb")
+GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_3_appendix_reference.ipynb")
 # Typed into the search field of a chapter page, as a reader does; the last two are the
 # book's own terms that jieba's general dictionary used to split.
 TYPED_QUERIES = {
@@ -373,7 +373,7 @@ RUN_QUERY = """(query) => {
 def _chapter_pages(label: str) -> list[str]:
     """The pages of the glossary's 首次出现 column: "第 4 章" -> [notebooks/04_....html] (a
     chapter split into section pages: each of them); "综合项目" -> the capstone's page,
-    "调试实验" -> the debugging lab's."""
+    "调试实验" -> the debugging lab's, "附录" -> the appendix's section pages."""
     number = re.fullmatch(r"第\s*(\d+)\s*章", label)
     stem = f"{int(number.group(1)):02d}_" if number else None
     if label == "综合项目":
@@ -535,7 +535,7 @@ def test_search_results_show_the_matching_sentence(browser, query: str) -> None:
 
 
 HASHED_NAME = re.compile(r"[0-9a-f]{32,}")
-FIGURE_NUMBER = re.compile(r"^图 (?:(\d+(?:\.\d+)?|[ACL])\.)?(\d+)$")
+FIGURE_NUMBER = re.compile(r"^图 (?:((?:\d+|[ACL])(?:\.\d+)?)\.)?(\d+)$")
 
 
 def _png_outputs(notebook: Path) -> int:
@@ -585,7 +585,7 @@ def test_glossary_first_uses_link_their_pages() -> None:
     """The glossary's 首次出现 column: each chapter named is a link to that chapter's page."""
     from bs4 import BeautifulSoup
 
-    page = HTML / "notebooks" / "08_appendix.html"
+    page = HTML / "notebooks" / "08_3_appendix_reference.html"
     table = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one(
         "section#glossary table"
     )
@@ -593,10 +593,7 @@ def test_glossary_first_uses_link_their_pages() -> None:
     rows = [r for r in table.select("tbody tr") if HAN.search(r.select("td")[0].get_text())]
     assert len(rows) == len(GLOSSARY), (len(rows), len(GLOSSARY))
     for row, entry in zip(rows, GLOSSARY, strict=True):
-        link = row.select("td")[2].select_one("a")
-        if entry.chapter == "附录":  # the glossary's own page
-            assert link is None, row.get_text(" | ")
-            continue
+        link = row.select("td")[2].select_one("a")  # 附录: the appendix's landing page
         assert link is not None and link.get_text() == entry.chapter, row.get_text(" | ")
         target = (page.parent / link["href"].split("#")[0]).resolve()
         assert target.is_file(), link["href"]

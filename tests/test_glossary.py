@@ -55,7 +55,7 @@ def reading_order() -> list[Path]:
 def chapter_label(path: Path) -> str:
     """How the glossary's 首次出现 column names a chapter: 第 N 章, 综合项目, 调试实验, 附录."""
     match = re.match(r"(?:chapter_)?(\d\d)[_.]", path.name)
-    if path.name.startswith("08_"):
+    if path.name.startswith("08_") or path.stem == "appendix":
         return "附录"
     if path.name.startswith("lab_"):
         return "调试实验"
@@ -153,7 +153,7 @@ def test_first_use_problems_are_found_in_planted_chapters() -> None:
 def test_reading_order_lists_every_chapter() -> None:
     names = {p.name for p in reading_order()}
     assert {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} <= names
-    assert "08_appendix.ipynb" in names and "intro.md" in names
+    assert "08_3_appendix_reference.ipynb" in names and "appendix.md" in names
 
 
 def test_glossary_terms_are_introduced_where_the_glossary_says() -> None:

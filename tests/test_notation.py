@@ -122,7 +122,7 @@ def test_one_symbol_per_concept(path: Path) -> None:
 
 
 def test_notation_table_lists_every_symbol() -> None:
-    appendix = "\n".join(reader_text(ROOT / "notebooks" / "08_appendix.ipynb"))
+    appendix = "\n".join(reader_text(ROOT / "notebooks" / "08_3_appendix_reference.ipynb"))
     table = appendix.split("## 记号表", 1)
     assert len(table) == 2, "the appendix has no section '## 记号表'"
     table = table[1].split("\n## ", 1)[0]

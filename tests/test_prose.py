@@ -118,7 +118,7 @@ def test_every_chapter_closes_with_the_same_sections(path: Path) -> None:
     )
 
 
-GLOSSARY = ROOT / "notebooks" / "08_appendix.ipynb"
+GLOSSARY = ROOT / "notebooks" / "08_3_appendix_reference.ipynb"
 GLOSSARY_HEADING = "## 术语表"
 # code blocks (and directive headers) and inline code: neither links nor prose
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)

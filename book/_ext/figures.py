@@ -2,9 +2,9 @@
 
 A plot in the book is the PNG output of a code cell; myst-nb gives it its hashed file name as
 alt text and no caption. When a page is read, this extension wraps each such image in a
-figure numbered per chapter in document order ("图 4.2": chapter 4, second figure; the
-appendix "图 A.2", the capstone "图 C.2", the debugging lab "图 L.2"; another page without a
-chapter number counts "图 2"), with a caption that is also the image's alt text. The caption
+figure numbered per chapter in document order ("图 4.2": chapter 4, second figure; on a
+section page per section, "图 6.2.1", "图 A.1.2"; the capstone "图 C.2", the debugging lab
+"图 L.2"; another page without a chapter number counts "图 2"), with a caption that is also the image's alt text. The caption
 is taken, without running anything, from the cell: its metadata field ``caption`` (a string, or a list with one per image) when
 present, else the string literals of the figure's titles in its source (``suptitle(...)``,
 then ``set_title(...)``, ``title(...)`` or a ``title=...`` argument), else the heading of
@@ -27,7 +27,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 # is named by its section's heading instead (a list of a dozen panel titles is not a caption).
 MAX_PANEL_TITLES = 3
 CHAPTER = re.compile(r"第\s*(\d+)\s*章")
-SECTION = re.compile(r"(\d+)\.(\d+)\s")  # a section page's title: "6.2 曝光偏差…"
+SECTION = re.compile(r"(\d+|A)\.(\d+)\s")  # a section page's title: "6.2 曝光偏差…", "A.1 子词…"
 HASHED = re.compile(r"[0-9a-f]{32,}")
 # Pages without a chapter number, by the start of their title, and their figures' letter.
 LETTERED = (("附录", "A"), ("综合项目", "C"), ("调试实验", "L"))
@@ -96,11 +96,13 @@ def captions(source: str, metadata: dict[str, Any], images: int, heading: str) -
 
 def figure_prefix(title: str) -> str:
     """What comes between "图 " and a figure's number in a page titled ``title``: the
-    chapter's number and a dot ("4."), the section's on a section page ("6.2."), "A." in the appendix, "C." in the capstone and "L." in
-    the debugging lab (the letters of their self-tests), nothing elsewhere."""
+    chapter's number and a dot ("4."), the section's on a section page ("6.2.", or "A.1." on
+    the appendix's), "A." in an appendix on one page, "C." in the capstone and "L." in the
+    debugging lab (the letters of their self-tests), nothing elsewhere."""
     section = SECTION.match(title)
     if section:
-        return f"{int(section.group(1))}.{int(section.group(2))}."
+        chapter = section.group(1)
+        return f"{int(chapter) if chapter.isdigit() else chapter}.{int(section.group(2))}."
     chapter = CHAPTER.search(title)
     if chapter:
         return f"{int(chapter.group(1))}."

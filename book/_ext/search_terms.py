@@ -299,7 +299,9 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
         for d in order if d in env.tocs
     }  # fmt: skip
     titles_by_doc = {d: env.titles[d].astext() for d in order if d in env.titles}
-    texts = {d: env.get_doctree(d).astext() for d in order}
+    # the glossary's page names every term and teaches none of them
+    own = Path(app.config.search_glossary).with_suffix("").as_posix()
+    texts = {d: env.get_doctree(d).astext() for d in order if d != own}
     ranks = teaching_chapters(glossary, order, titles_by_doc, headings, texts)
     path.with_name(RANKS_NAME).write_text(json.dumps(ranks, ensure_ascii=False), encoding="utf-8")
     path.with_name(SYNONYMS_NAME).write_text(
@@ -318,31 +320,39 @@ def chapter_pages(label: str, docnames: list[str]) -> list[str]:
     ``[notebooks/06_…]``, or for a chapter split into section pages its landing page and its
     sections, ``[book/chapter_06, notebooks/06_1_…, notebooks/06_2_…]``; ``"综合项目"`` ->
     ``notebooks/capstone_…``, ``"调试实验"`` -> ``notebooks/lab_…``, ``"附录"`` ->
-    ``notebooks/…appendix``."""
-    number = re.fullmatch(r"第\s*(\d+)\s*章", label.strip())
+    ``notebooks/…appendix`` or, split, ``[book/appendix, notebooks/08_1_appendix_…, …]``."""
+    label = label.strip()
+    number = re.fullmatch(r"第\s*(\d+)\s*章", label)
+    landing: list[str] = []
     if number:
         prefix = f"{int(number.group(1)):02d}"
         landing = [d for d in docnames if d == f"book/chapter_{prefix}"]
         found = [d for d in docnames if d.startswith(f"notebooks/{prefix}_")]
-        sections = [d for d in found if re.match(r"\d+_\d+_", d.rsplit("/", 1)[-1])]
-        if len(found) == 1 and not landing or sections == found and (found or landing):
-            return landing + found
-        found = []
-    elif label.strip() == "综合项目":
+    elif label == "综合项目":
         found = [d for d in docnames if d.startswith("notebooks/capstone_")]
-    elif label.strip() == "调试实验":
+    elif label == "调试实验":
         found = [d for d in docnames if d.startswith("notebooks/lab_")]
     else:
+        landing = [d for d in docnames if d == "book/appendix"]
         found = [d for d in docnames if d.startswith("notebooks/") and "appendix" in d]
-    if len(found) != 1:
-        raise ExtensionError(f"search_terms: the glossary names {label!r}, pages {found}")
-    return found
+    sections = [d for d in found if re.match(r"\d+_\d+_", d.rsplit("/", 1)[-1])]
+    if len(found) == 1 and not landing or sections == found and (found or landing):
+        return landing + found
+    raise ExtensionError(f"search_terms: the glossary names {label!r}, pages {found}")
 
 
 def chapter_docname(label: str, docnames: list[str]) -> str:
     """The page a 首次出现 cell links to: the chapter's page, or its landing page when the
     chapter is split into section pages (see ``chapter_pages``)."""
     return chapter_pages(label, docnames)[0]
+
+
+def first_use_link(label: str, docnames: list[str], glossary: str) -> str | None:
+    """The page the glossary's 首次出现 cell ``label`` links to, or None where that is the
+    glossary's own page ``glossary``: an appendix on one page names itself; a split appendix
+    links its landing page, which lists the section that first uses the term."""
+    target = chapter_docname(label, docnames)
+    return None if target == glossary else target
 
 
 def teaching_chapters(
@@ -472,8 +482,8 @@ def _write_texts(app: Sphinx, exception: Exception | None) -> None:
 
 
 def link_first_uses(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """In the glossary table, each 首次出现 cell ("第 6 章") links to that page (but 附录,
-    the glossary's own page)."""
+    """In the glossary table, each 首次出现 cell ("第 6 章") links to that page, or to its
+    landing page where the chapter is split (see ``first_use_link``)."""
     if (
         app.builder.format != "html"
         or docname != Path(app.config.search_glossary).with_suffix("").as_posix()
@@ -493,8 +503,8 @@ def link_first_uses(app: Sphinx, doctree: nodes.document, docname: str) -> None:
             label = paragraph.astext() if paragraph is not None else ""
             if not label:
                 continue
-            target = chapter_docname(label, docnames)
-            if target == docname:  # first used in the appendix itself
+            target = first_use_link(label, docnames, docname)
+            if target is None:
                 continue
             uri = app.builder.get_relative_uri(docname, target)
             paragraph.clear()
@@ -503,7 +513,7 @@ def link_first_uses(app: Sphinx, doctree: nodes.document, docname: str) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, object]:
-    app.add_config_value("search_glossary", "notebooks/08_appendix.ipynb", "env", [str])
+    app.add_config_value("search_glossary", "notebooks/08_3_appendix_reference.ipynb", "env", [str])
     app.add_config_value("search_title_prefix", "notebooks/", "env", [str])
     app.add_search_language(BookChinese)
     app.connect("config-inited", _configure)
