@@ -308,7 +308,9 @@ class NgramIME:
         rows = [self._row_memo.get(key) for key in keys]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
-            if len(self._row_memo) >= 200_000:  # about 200,000 x 0.5 KB at most
+            # about 1,000,000 x 0.7 KB at most: the rows of a weight grid over 1,500 clauses
+            # (200,000 were cleared halfway through one search over 1,000 clauses)
+            if len(self._row_memo) >= 1_000_000:
                 self._row_memo.clear()
             computed = np.log(self.lm.prob(states[missing], ids))  # (len(missing), C)
             for i, row in zip(missing, computed, strict=True):
