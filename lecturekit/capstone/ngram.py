@@ -21,7 +21,6 @@ occurrences read ``s``. Everything is estimated from the same training clauses:
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,8 +66,8 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarr
     if len(keys) == 0:
         return np.zeros(query.shape + values.shape[1:])
     idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    found = keys[idx] == query
-    return np.where(found.reshape(found.shape + (1,) * (values.ndim - 1)), values[idx], 0.0)
+    found = (keys[idx] == query).reshape(query.shape + (1,) * (values.ndim - 1))
+    return np.where(found, values[idx], 0.0)
 
 
 class KneserNeyLM:
@@ -106,16 +105,16 @@ class KneserNeyLM:
         ending at every character and at ``EOS`` of the padded sequences, and their counts."""
         pad = self.order - 1
         lengths = np.array([len(seq) for seq in sequences], dtype=np.int64)  # (N,)
-        flat = np.fromiter(itertools.chain.from_iterable(sequences), np.int64, lengths.sum())
+        flat = np.array([i for seq in sequences for i in seq], dtype=np.int64)  # (sum lengths,)
         bad = (flat < 2) | (flat >= self.vocab_size)
         if bad.any():
             first = int(np.searchsorted(np.cumsum(lengths), np.argmax(bad), side="right"))
             raise ValueError(
                 f"sequences must hold ids in [2, {self.vocab_size}), got {list(sequences[first])!r}"
             )
-        # every sequence padded: pad x BOS, its ids, EOS, laid end to end
-        starts = np.cumsum(lengths + pad + 1) - (lengths + pad + 1)  # (N,)
-        padded = np.full(int((lengths + pad + 1).sum()), BOS, dtype=np.int64)
+        sizes = lengths + pad + 1  # every sequence padded (pad x BOS, ids, EOS), end to end
+        starts = np.cumsum(sizes) - sizes  # (N,)
+        padded = np.full(int(sizes.sum()), BOS, dtype=np.int64)
         inside = np.repeat(starts + pad, lengths) + _ranks(lengths)
         padded[inside] = flat
         padded[starts + pad + lengths] = EOS
@@ -130,9 +129,8 @@ class KneserNeyLM:
     def _continuation(
         self, grams: tuple[np.ndarray, ...], longer: tuple[np.ndarray, ...], k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The continuation counts of the k-grams: how many distinct characters precede each
-        (one per distinct (k+1)-gram it ends), except that a gram starting with ``BOS`` keeps
-        its raw count. Returns sorted keys and counts."""
+        """Sorted k-gram keys and their continuation counts (distinct (k+1)-grams a gram
+        ends); a gram that starts with ``BOS`` keeps its raw count."""
         keys, counts = np.unique(longer[0] % self.vocab_size**k, return_counts=True)
         counts = counts.astype(np.float64)
         raw_keys, raw_counts = grams
@@ -308,9 +306,7 @@ class NgramIME:
         rows = [self._row_memo.get(key) for key in keys]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
-            # about 1,000,000 x 0.7 KB at most: the rows of a weight grid over 1,500 clauses
-            # (200,000 were cleared halfway through one search over 1,000 clauses)
-            if len(self._row_memo) >= 1_000_000:
+            if len(self._row_memo) >= 1_000_000:  # 0.7 KB each: a weight grid's rows fit
                 self._row_memo.clear()
             computed = np.log(self.lm.prob(states[missing], ids))  # (len(missing), C)
             for i, row in zip(missing, computed, strict=True):
