@@ -167,20 +167,20 @@ def test_attention_near_diagonal_of_constructed_attention(monkeypatch) -> None:
     ime = TransformerIME(model, src_vocab, tgt_vocab)
     pairs = [("shi jian shi", "是见识"), ("li shi", "历史")]
 
-    def diagonal(ime, pinyin, text, strict=True):  # every row on its own syllable; EOS on s=0
-        n = len(pinyin.split())
-        w = torch.zeros(2, 2, n + 1, n)
-        w[:, :, torch.arange(n), torch.arange(n)] = 1.0
-        w[:, :, n, 0] = 1.0
+    def diagonal(ime, pairs, strict=True):  # every row on its own syllable; EOS on s=0
+        n = len(pairs[0][0].split())
+        w = torch.zeros(2, len(pairs), 2, n + 1, n)  # (L, B, H, T + 1, S)
+        w[..., torch.arange(n), torch.arange(n)] = 1.0
+        w[..., n, 0] = 1.0
         return w
 
-    def uniform(ime, pinyin, text, strict=True):
-        n = len(pinyin.split())
-        return torch.full((2, 2, n + 1, n), 1.0 / n)
+    def uniform(ime, pairs, strict=True):
+        n = len(pairs[0][0].split())
+        return torch.full((2, len(pairs), 2, n + 1, n), 1.0 / n)
 
-    monkeypatch.setattr(ca, "cross_attention", diagonal)
+    monkeypatch.setattr(ca, "cross_attention_batch", diagonal)
     assert attention_near_diagonal(ime, pairs).tolist() == [1.0, 1.0]
-    monkeypatch.setattr(ca, "cross_attention", uniform)
+    monkeypatch.setattr(ca, "cross_attention_batch", uniform)
     for width in (0, 1, 2):
         chance = near_diagonal_chance(pairs, width)
         assert attention_near_diagonal(ime, pairs, width).tolist() == pytest.approx(chance.tolist())

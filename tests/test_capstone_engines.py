@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,7 +12,9 @@ from lecturekit.capstone import models as ps
 from lecturekit.capstone.engines import (
     HmmBaseline,
     TransformerIME,
+    _top_rows,
     cross_attention,
+    cross_attention_batch,
     hmm_k_best,
     next_char_probs,
     next_char_steps,
@@ -63,6 +66,14 @@ def test_fast_viterbi_gives_the_package_viterbi_scores() -> None:
                 assert text == "".join(theirs[i].path), pinyin
     with pytest.raises(ValueError, match="k"):
         hmm_k_best(hmm.params, ["shi"], 0)
+
+
+def test_top_rows_is_the_stable_argsort_of_each_column_cut_to_k() -> None:
+    rng = np.random.default_rng(0)
+    for m, c, k in ((1, 3, 5), (7, 4, 1), (30, 9, 5), (200, 50, 5), (12, 6, 12)):
+        cand = rng.integers(0, 4, size=(m, c)).astype(float)  # many ties at every k-th value
+        want = np.argsort(-cand, axis=0, kind="stable")[: min(k, m)]
+        np.testing.assert_array_equal(_top_rows(cand, min(k, m)), want)
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +146,22 @@ def test_next_char_probs_are_the_forward_pass_after_the_prefix(ime) -> None:
         next_char_probs(ime, "ji qi", ["梨"])
 
 
+def test_cross_attention_batch_gives_each_clause_its_own_weights(ime) -> None:
+    pairs = [("shi jian", "时间"), ("jian shi", "见识"), ("li shi", "历史")]
+    batch = cross_attention_batch(ime, pairs)
+    config = ime.model.config
+    assert batch.shape == (config.n_decoder_layers, 3, config.n_heads, 3, 2)
+    for j, (pinyin, text) in enumerate(pairs):
+        torch.testing.assert_close(batch[:, j], cross_attention(ime, pinyin, text))
+    with pytest.raises(ValueError, match="one number of syllables and one text length"):
+        cross_attention_batch(ime, [("shi jian", "时间"), ("ji qi xue xi", "机器学习")])
+    with pytest.raises(ValueError, match="at least one"):
+        cross_attention_batch(ime, [])
+
+
 def test_teacher_forced_texts_take_the_best_character_after_each_reference_prefix(ime) -> None:
-    pairs = [("ji qi xue xi", "机器学习"), ("shi jian", "时间")]
-    forced = teacher_forced_texts(ime, pairs)
+    pairs = [("shi jian", "时间"), ("ji qi xue xi", "机器学习"), ("jian shi", "见识")]
+    forced = teacher_forced_texts(ime, pairs)  # the two clauses of two run in one batch
     chars = ime.tgt_vocab.itos[4:]  # every character (the specials are never written)
     for (pinyin, text), got in zip(pairs, forced, strict=True):
         assert len(got) == len(text)
@@ -146,13 +170,15 @@ def test_teacher_forced_texts_take_the_best_character_after_each_reference_prefi
             assert probs[char] == max(probs.values())
     # the first step reads only BOS, as free-running decoding does
     assert (
-        forced[0][0]
+        forced[1][0]
         == TransformerIME(ime.model, ime.src_vocab, ime.tgt_vocab, 1).candidates(
             ["ji qi xue xi"], 1
         )[0][0][0]
     )
     with pytest.raises(ValueError, match="one syllable per character"):
         teacher_forced_texts(ime, [("shi", "时间")])
+    with pytest.raises(ValueError, match="one syllable per character, got 'shi'"):
+        teacher_forced_texts(ime, [("shi jian", "时间"), ("shi", "时间")])
 
 
 def test_bad_inputs_get_errors_that_name_the_argument(ime) -> None:

@@ -187,6 +187,26 @@ def test_fused_ime_is_the_hmm_at_weight_zero_and_the_tagger_at_a_huge_weight() -
         tagger.log_probs("wo ai")
 
 
+def test_with_weight_is_a_fresh_fusion_that_runs_the_tagger_once_per_clause(monkeypatch) -> None:
+    vocabs = sentence_vocabs(PAIRS, min_count=1)
+    tagger = TaggerIME(_tagger(vocabs), *vocabs)
+    hmm = NgramIME(PAIRS, 3, discount=0.5, beam=4)
+    inputs = ["wo ai bei jing", "zu guo fa zhan", "wo ai bei jing"]  # a repeated clause
+    want = {w: FusedIME(tagger, hmm, w).candidates(inputs, 3) for w in (0.0, 0.3, 5.0)}
+    runs = []
+    log_probs = tagger.log_probs
+    monkeypatch.setattr(tagger, "log_probs", lambda p: runs.append(list(p)) or log_probs(p))
+    fusion = FusedIME(tagger, hmm, 0.0)
+    for w in (0.0, 0.3, 5.0):
+        grid = fusion.with_weight(w)
+        assert grid.weight == w and grid.candidates(inputs, 3) == want[w]
+    assert runs == [inputs]  # the first weight ran the tagger; the others reused its scores
+    fusion.with_weight(1.0).candidates(["zu guo", "wo ai bei jing"], 1)
+    assert runs == [inputs, ["zu guo"]]
+    with pytest.raises(ValueError, match="weight"):
+        fusion.with_weight(-0.1)
+
+
 def test_split_syllables_of_a_long_unspaced_run_and_of_an_empty_vocabulary() -> None:
     assert split_syllables("nihao" * 400) == ["ni", "hao"] * 400  # no recursion limit
     assert split_syllables("NI3hao3 lü") == ["ni", "hao", "lv"]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.engines import HmmBaseline as HmmBaseline
     from lecturekit.capstone.engines import TransformerIME as TransformerIME
     from lecturekit.capstone.engines import cross_attention as cross_attention
+    from lecturekit.capstone.engines import cross_attention_batch as cross_attention_batch
     from lecturekit.capstone.engines import hmm_k_best as hmm_k_best
     from lecturekit.capstone.engines import next_char_probs as next_char_probs
     from lecturekit.capstone.engines import next_char_steps as next_char_steps

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from lecturekit._common import check_int, check_number, check_type
-from lecturekit.capstone.engines import TransformerIME, cross_attention
+from lecturekit.capstone.engines import TransformerIME, cross_attention_batch
 from lecturekit.capstone.ngram import MAX_RESAMPLES, UNKNOWN_CHAR
 from lecturekit.capstone.pinyin_input import check_k, check_pairs, read_pinyins
 from lecturekit.capstone.tagger import k_best_independent, split_syllables
@@ -235,10 +235,10 @@ def attention_near_diagonal(
     """Per clause ``(N,)``: the share of the decoder's cross-attention that falls on the
     syllable being written, or within ``width`` syllables of it.
 
-    The decoder is teacher-forced on each reference clause (:func:`cross_attention`); the
-    row that writes character ``t`` (syllable ``t``'s) counts the weight on the source
-    positions ``s`` with ``|s - t| <= width``; the EOS row is left out (it writes no
-    syllable). The shares are averaged over the rows, the heads and, by default, the decoder
+    The decoder is teacher-forced on each reference clause (:func:`cross_attention_batch`,
+    the clauses of one length together); the row that writes character ``t`` (syllable
+    ``t``'s) counts the weight on the source positions ``s`` with ``|s - t| <= width``; the
+    EOS row is left out (it writes no syllable). The shares are averaged over the rows, the heads and, by default, the decoder
     layers: which layer lines characters up with syllables is not fixed in advance (it can
     differ between trainings), and the question is whether the model reads its own syllable
     at all. ``layer`` (0-based) measures one layer instead. Uniform attention gives
@@ -248,11 +248,18 @@ def attention_near_diagonal(
     check_int("width", width, 0)
     config = cast(TransformerConfig, ime.model.config)
     check_int("layer", layer, 0, config.n_decoder_layers - 1, optional=True)
-    _syllables_of(pairs)
-    out = []
-    for pinyin, text in pairs:
-        per_layer = _near_diagonal(cross_attention(ime, pinyin, text, strict=False), width)
-        out.append(per_layer.mean() if layer is None else per_layer[layer])
+    _syllables_of(pairs)  # one syllable per character: a length fixes both
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, (_, text) in enumerate(pairs):
+        by_length[len(text)].append(i)
+    out = [torch.zeros(())] * len(pairs)
+    for _, indices in sorted(by_length.items()):
+        for start in range(0, len(indices), ime.batch_size):
+            chunk = indices[start : start + ime.batch_size]
+            weights = cross_attention_batch(ime, [pairs[i] for i in chunk], strict=False)
+            for j, i in enumerate(chunk):  # weights[:, j]: (L, H, T + 1, S)
+                per_layer = _near_diagonal(weights[:, j], width)
+                out[i] = per_layer.mean() if layer is None else per_layer[layer]
     return torch.stack(out) if out else torch.zeros(0)
 
 

@@ -13,6 +13,7 @@ Both answer the same question, ``candidates(pinyins, k)``: for each toneless pin
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ __all__ = [
     "next_char_probs",
     "teacher_forced_texts",
     "cross_attention",
+    "cross_attention_batch",
 ]
 
 
@@ -89,54 +91,116 @@ class HmmBaseline:
         return out
 
 
-def _log_transitions(params: Any, states: Sequence[str], new: Sequence[str]) -> np.ndarray:
-    """``(P, C)`` log transition probabilities from ``states`` to ``new``, floored as the
-    package floors them. Reads ``DefaultHmmParams.transition_dict`` directly, with the
-    fallbacks of its ``transition`` method (the row's default, then the global default)."""
-    table = params.transition_dict
-    data, default = table["data"], float(table["default"])
-    probs = np.full((len(states), len(new)), default)
-    for i, a in enumerate(states):
-        row = data.get(a)
-        if row is not None:
-            fallback = float(row.get("default", default))
-            probs[i] = [float(row.get(b, fallback)) for b in new]
-    return np.log(np.maximum(probs, 3.14e-200))
+def _log(p: float) -> float:
+    return math.log(max(p, 3.14e-200))  # the package's min_prob
+
+
+class _HmmTables:
+    """A ``Pinyin2Hanzi.DefaultHmmParams``'s dictionaries as arrays, read the way its
+    ``start``, ``emission`` and ``transition`` methods read them (with their fallbacks):
+    every character gets an id, the transitions are sorted ``from * n + to`` keys."""
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+        data = params.transition_dict["data"]
+        self.default = float(params.transition_dict["default"])
+        chars = {c for states in params.py2hz_dict.values() for c in states}
+        chars |= set(data) | {b for row in data.values() for b in row}
+        self.index = {c: i for i, c in enumerate(sorted(chars))}
+        n = len(self.index)
+        self.row_default = np.full(n, self.default)  # (n,) the fallback of each row
+        keys, values = [], []
+        for a, row in data.items():
+            self.row_default[self.index[a]] = float(row.get("default", self.default))
+            for b, prob in row.items():
+                if b != "default":
+                    keys.append(self.index[a] * n + self.index[b])
+                    values.append(float(prob))
+        order = np.argsort(keys)
+        self.keys, self.values = np.array(keys)[order], np.array(values)[order]
+        self._syllables: dict[str, tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def syllable(self, obs: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """``obs``'s states (characters), their ids ``(C,)``, log emissions ``(C,)`` and log
+        start probabilities ``(C,)``, each floored at the package's ``min_prob``."""
+        if obs not in self._syllables:
+            p = self.params
+            states = p.get_states(obs)
+            self._syllables[obs] = (
+                states,
+                np.array([self.index[s] for s in states], dtype=np.int64),
+                np.array([_log(p.emission(s, obs)) for s in states]),
+                np.array([_log(p.start(s)) for s in states]),
+            )
+        return self._syllables[obs]
+
+    def log_transitions(self, states: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """``(P, C)`` log transition probabilities from the ids ``states (P,)`` to ``new (C,)``,
+        floored as the package floors them."""
+        query = states[:, None] * len(self.index) + new[None, :]  # (P, C)
+        at = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
+        probs = np.where(self.keys[at] == query, self.values[at], self.row_default[states, None])
+        return np.log(np.maximum(probs, 3.14e-200))
+
+
+@functools.lru_cache(maxsize=4)
+def _hmm_tables(params: Any) -> _HmmTables:
+    return _HmmTables(params)
+
+
+def _top_rows(cand: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(-cand, axis=0, kind="stable")[:k]`` ``(k, C)``: the ``k`` best rows of
+    every column of ``cand (M, C)``, ties to the lower row, without sorting whole columns."""
+    columns = np.ascontiguousarray(cand.T)  # (C, M)
+    if columns.shape[1] <= k:
+        return np.argsort(-columns, axis=1, kind="stable").T
+    kth = -np.partition(-columns, k - 1, axis=1)[:, k - 1 : k]  # (C, 1) the k-th best value
+    above = columns > kth
+    tied = columns == kth  # of these, the lowest rows fill the k places that are left
+    need = k - above.sum(axis=1, keepdims=True)
+    chosen = above | (tied & (np.cumsum(tied, axis=1) <= need))  # exactly k per column
+    rows = np.nonzero(chosen)[1].reshape(len(columns), k)  # (C, k), ascending
+    values = np.take_along_axis(columns, rows, axis=1)
+    order = np.argsort(-values, axis=1, kind="stable")  # ties keep the lower row first
+    return np.take_along_axis(rows, order, axis=1).T
 
 
 def hmm_k_best(params: Any, observations: Sequence[str], k: int) -> list[tuple[float, str]]:
     """The ``k`` best (log score, characters) paths of an HMM, best first.
 
-    ``params``: a ``Pinyin2Hanzi.DefaultHmmParams`` (``get_states``, ``start``, ``emission``,
-    ``transition``); ``observations``: syllables in its spelling. The recursion of the
-    package's ``viterbi(..., path_num=k, log=True)``: for every state the ``k`` best paths
-    ending in it are kept; a path's score is ``log start + sum log emission + sum log
-    transition``, each probability floored at the package's ``min_prob``. Per step the
-    candidate scores form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states.
-    ``k`` is at most ``HmmBaseline.max_candidates``.
+    ``params``: a ``Pinyin2Hanzi.DefaultHmmParams`` (read as arrays once per object);
+    ``observations``: syllables in its spelling. The recursion of the package's
+    ``viterbi(..., path_num=k, log=True)``: for every state the ``k`` best paths ending in
+    it are kept; a path's score is ``log start + sum log emission + sum log transition``,
+    each probability floored at the package's ``min_prob``. Per step the candidate scores
+    form an ``(M, C)`` array: ``M`` kept paths times ``C`` new states. ``k`` is at most
+    ``HmmBaseline.max_candidates``.
     """
     check_k(k, HmmBaseline.max_candidates)
-
-    def log(p: float) -> float:
-        return math.log(max(p, 3.14e-200))  # the package's min_prob
-
-    states = params.get_states(observations[0])
-    scores = np.array(
-        [log(params.start(s)) + log(params.emission(s, observations[0])) for s in states]
-    )  # (M,)
-    paths, ends = [[s] for s in states], list(range(len(states)))  # ends: last state's index
+    tables = _hmm_tables(params)
+    states, ids, emit, start = tables.syllable(observations[0])
+    scores = start + emit  # (M,)
+    ends = np.arange(len(states))  # each kept path's last state, an index into states
+    steps = []  # per later syllable: (its states, each kept path's parent (M,), end (M,))
     for obs in observations[1:]:
-        new = params.get_states(obs)
-        trans = _log_transitions(params, states, new)  # (P, C)
-        emit = np.array([log(params.emission(b, obs)) for b in new])  # (C,)
+        new, new_ids, emit, _ = tables.syllable(obs)
+        trans = tables.log_transitions(ids, new_ids)  # (P, C)
         cand = scores[:, None] + trans[ends] + emit[None, :]  # (M, C)
-        best = np.argsort(-cand, axis=0, kind="stable")[: min(k, len(scores))]  # (k, C)
-        kept = [(int(m), c) for c in range(len(new)) for m in best[:, c]]
-        scores = np.array([cand[m, c] for m, c in kept])
-        paths = [paths[m] + [new[c]] for m, c in kept]
-        ends, states = [c for _, c in kept], new
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [(float(scores[i]), "".join(paths[i])) for i in order]
+        best = _top_rows(cand, min(k, len(scores)))  # (k, C)
+        parent = best.T.ravel()  # new state by new state, its best paths first
+        ends = np.repeat(np.arange(len(new)), len(best))
+        scores = cand[parent, ends]
+        steps.append((new, parent, ends))
+        states, ids = new, new_ids
+    out = []
+    for m in np.argsort(-scores, kind="stable")[:k].tolist():
+        score, chars = float(scores[m]), []
+        for new, parent, end in reversed(steps):
+            chars.append(new[end[m]])
+            m = int(parent[m])
+        chars.append(tables.syllable(observations[0])[0][m])
+        out.append((score, "".join(reversed(chars))))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,17 +369,27 @@ def teacher_forced_texts(ime: TransformerIME, pairs: Sequence[tuple[str, str]]) 
     probable character after BOS and the reference's first ``t`` characters, one per
     syllable (PAD, BOS and EOS never written, as in decoding with ``exact_length``). Rare
     reference characters are fed as ``<unk>``, as in training. Compared with the free-running
-    answers, the difference is what the decoder's own earlier mistakes cost it."""
-    out: list[str] = []
+    answers, the difference is what the decoder's own earlier mistakes cost it. Clauses run
+    in batches of equal length (no padding), at most ``ime.batch_size`` at a time."""
     model, tgt = ime.model, ime.tgt_vocab
-    for pinyin, text in pairs:
-        src = ime.encode([pinyin])  # (1, S)
-        if src.size(1) != len(text):
-            raise ValueError(f"pairs must have one syllable per character, got {pinyin!r}")
-        tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(text[:-1])]])  # (1, T)
-        logits = model(src, tgt_in)[0]  # (T, V)
-        allowed = forbid_specials(logits, as_decoder(model), forbid_eos=True)
-        out.append(tgt.decode(allowed.argmax(-1).tolist()))
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, (_, text) in enumerate(pairs):
+        by_length[len(text)].append(i)
+    out = [""] * len(pairs)
+    for length, indices in sorted(by_length.items()):
+        for start in range(0, len(indices), ime.batch_size):
+            chunk_ids = indices[start : start + ime.batch_size]
+            chunk = [pairs[i] for i in chunk_ids]
+            src = ime.encode([pinyin for pinyin, _ in chunk])  # (B, S)
+            syllables = (src != ime.src_vocab.pad_id).sum(dim=1)  # (B,)
+            if src.size(1) != length or (syllables != length).any():
+                wrong = chunk[int((syllables != length).int().argmax())][0]
+                raise ValueError(f"pairs must have one syllable per character, got {wrong!r}")
+            tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(text[:-1])] for _, text in chunk])
+            logits = model(src, tgt_in)  # (B, T, V)
+            flat = forbid_specials(logits.flatten(0, 1), as_decoder(model), forbid_eos=True)
+            for i, row in zip(chunk_ids, flat.argmax(-1).view(len(chunk), -1), strict=True):
+                out[i] = tgt.decode(row.tolist())
     return out
 
 
@@ -329,8 +403,25 @@ def cross_attention(
     A character outside the model's output vocabulary raises ``ValueError``; with
     ``strict=False`` it is fed as ``<unk>``, as the training batches fed it (the sentence
     models leave their rarest characters out of the vocabulary)."""
-    src = ime.encode([pinyin])
-    tgt_in = torch.tensor([[ime.tgt_vocab.bos_id, *ime.tgt_vocab.encode(text, strict=strict)]])
+    return cross_attention_batch(ime, [(pinyin, text)], strict)[:, 0]
+
+
+@torch.no_grad()
+def cross_attention_batch(
+    ime: TransformerIME, pairs: Sequence[tuple[str, str]], strict: bool = True
+) -> torch.Tensor:
+    """:func:`cross_attention` of ``B`` clauses in one forward pass, ``(L, B, H, T + 1, S)``:
+    every pinyin has the same number of syllables ``S`` and every text the same length ``T``
+    (nothing is padded, so each clause's weights are those it gets alone)."""
+    if not pairs:
+        raise ValueError("pairs must hold at least one (pinyin, text) clause")
+    texts = [text for _, text in pairs]
+    src = ime.encode([pinyin for pinyin, _ in pairs])  # (B, S)
+    if len({len(text) for text in texts}) > 1 or (src == ime.src_vocab.pad_id).any():
+        raise ValueError(
+            f"pairs must share one number of syllables and one text length, got {pairs!r:.80}"
+        )
+    bos = ime.tgt_vocab.bos_id
+    tgt_in = torch.tensor([[bos, *ime.tgt_vocab.encode(text, strict=strict)] for text in texts])
     ime.model(src, tgt_in, need_weights=True)
-    layers = ime.model.attention_weights["decoder_cross"]
-    return torch.stack([w[0] for w in layers])
+    return torch.stack(ime.model.attention_weights["decoder_cross"])

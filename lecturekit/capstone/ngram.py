@@ -22,7 +22,6 @@ occurrences read ``s``. Everything is estimated from the same training clauses:
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -55,12 +54,20 @@ def _encode(grams: np.ndarray, base: int) -> np.ndarray:
     return keys
 
 
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """``0, 1, ..., n - 1`` for every ``n`` in ``lengths (N,)``, concatenated."""
+    total = int(lengths.sum())
+    return np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``values`` at ``query``'s positions in the sorted ``keys``; 0 where absent."""
+    """``values (K, ...)`` at ``query``'s positions in the sorted ``keys (K,)``, shape
+    ``query.shape + values.shape[1:]``; 0 where absent."""
     if len(keys) == 0:
-        return np.zeros(query.shape)
+        return np.zeros(query.shape + values.shape[1:])
     idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    return np.where(keys[idx] == query, values[idx], 0.0)
+    found = (keys[idx] == query).reshape(query.shape + (1,) * (values.ndim - 1))
+    return np.where(found, values[idx], 0.0)
 
 
 class KneserNeyLM:
@@ -86,48 +93,57 @@ class KneserNeyLM:
         check_int("vocab_size", vocab_size, 3)
         check_number("discount", discount, 0, 1, exclusive=("maximum",))
         self.order, self.vocab_size, self.discount = order, vocab_size, float(discount)
-        raw = self._raw_counts(sequences)
-        # levels[k - 1]: (gram keys, counts, context keys, context totals, context types)
+        raw = self._raw_counts(sequences)  # raw[k - 1]: (sorted k-gram keys, counts)
+        # levels[k - 1]: (gram keys, counts, context keys, context (totals, types) (K, 2))
         self.levels = []
         for k in range(1, order + 1):
-            counts = raw[k] if k == order else self._continuation(raw[k], raw[k + 1])
-            self.levels.append(self._tables(counts, k))
+            keys, counts = raw[k - 1] if k == order else self._continuation(raw[k - 1], raw[k], k)
+            self.levels.append(self._tables(keys, counts))
 
-    def _raw_counts(self, sequences: Sequence[Sequence[int]]) -> dict[int, Counter]:
+    def _raw_counts(self, sequences: Sequence[Sequence[int]]) -> list[tuple[np.ndarray, ...]]:
+        """Per order ``k`` (1 to ``order``): the sorted keys (:func:`_encode`) of the k-grams
+        ending at every character and at ``EOS`` of the padded sequences, and their counts."""
         pad = self.order - 1
-        raw: dict[int, Counter] = {k: Counter() for k in range(1, self.order + 1)}
-        for seq in sequences:
-            ids = [BOS] * pad + list(seq) + [EOS]
-            if any(not 2 <= i < self.vocab_size for i in seq):
-                raise ValueError(
-                    f"sequences must hold ids in [2, {self.vocab_size}), got {list(seq)!r}"
-                )
-            for k in range(1, self.order + 1):
-                for end in range(pad, len(ids)):
-                    raw[k][tuple(ids[end - k + 1 : end + 1])] += 1
+        lengths = np.array([len(seq) for seq in sequences], dtype=np.int64)  # (N,)
+        flat = np.array([i for seq in sequences for i in seq], dtype=np.int64)  # (sum lengths,)
+        bad = (flat < 2) | (flat >= self.vocab_size)
+        if bad.any():
+            first = int(np.searchsorted(np.cumsum(lengths), np.argmax(bad), side="right"))
+            raise ValueError(
+                f"sequences must hold ids in [2, {self.vocab_size}), got {list(sequences[first])!r}"
+            )
+        sizes = lengths + pad + 1  # every sequence padded (pad x BOS, ids, EOS), end to end
+        starts = np.cumsum(sizes) - sizes  # (N,)
+        padded = np.full(int(sizes.sum()), BOS, dtype=np.int64)
+        inside = np.repeat(starts + pad, lengths) + _ranks(lengths)
+        padded[inside] = flat
+        padded[starts + pad + lengths] = EOS
+        ends = np.repeat(starts + pad, lengths + 1) + _ranks(lengths + 1)  # grams end here
+        raw = []
+        for k in range(1, self.order + 1):
+            grams = np.stack([padded[ends - k + 1 + i] for i in range(k)], axis=1)  # (G, k)
+            keys, counts = np.unique(_encode(grams, self.vocab_size), return_counts=True)
+            raw.append((keys, counts.astype(np.float64)))
         return raw
 
-    @staticmethod
-    def _continuation(grams: Counter, longer: Counter) -> Counter:
-        counts: Counter = Counter()
-        for gram in longer:
-            counts[gram[1:]] += 1  # one more distinct left neighbour
-        for gram, n in grams.items():
-            if gram[0] == BOS:
-                counts[gram] = n
-        return counts
+    def _continuation(
+        self, grams: tuple[np.ndarray, ...], longer: tuple[np.ndarray, ...], k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted k-gram keys and their continuation counts (distinct (k+1)-grams a gram
+        ends); a gram that starts with ``BOS`` keeps its raw count."""
+        keys, counts = np.unique(longer[0] % self.vocab_size**k, return_counts=True)
+        counts = counts.astype(np.float64)
+        raw_keys, raw_counts = grams
+        starts_bos = raw_keys < self.vocab_size ** (k - 1)  # BOS = 0 is the leading digit
+        at = np.searchsorted(keys, raw_keys[starts_bos])  # every k-gram ends some (k+1)-gram
+        counts[at] = raw_counts[starts_bos]
+        return keys, counts
 
-    def _tables(self, counts: Counter, k: int) -> tuple[np.ndarray, ...]:
-        grams = np.array(sorted(counts), dtype=np.int64).reshape(-1, k)
-        keys = _encode(grams, self.vocab_size)
-        order = np.argsort(keys)
-        keys, grams = keys[order], grams[order]
-        values = np.array([counts[tuple(g)] for g in grams.tolist()], dtype=np.float64)
-        ctx = _encode(grams[:, :-1], self.vocab_size)
-        ctx_keys, inverse = np.unique(ctx, return_inverse=True)
+    def _tables(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
+        ctx_keys, inverse = np.unique(keys // self.vocab_size, return_inverse=True)
         totals = np.bincount(inverse, weights=values)
         types = np.bincount(inverse).astype(np.float64)
-        return keys, values, ctx_keys, totals, types
+        return keys, values, ctx_keys, np.stack([totals, types], axis=1)
 
     def prob(self, history: np.ndarray, new: np.ndarray) -> np.ndarray:
         """``P(new[j] | history[i])``: ``history (M, order - 1)`` ids, ``new (C,)`` ids ->
@@ -136,16 +152,17 @@ class KneserNeyLM:
         if history.ndim != 2 or history.shape[1] != self.order - 1:
             raise ValueError(f"history must have shape (M, {self.order - 1}), got {history.shape}")
         new = np.asarray(new, dtype=np.int64)
-        p = np.full((len(history), len(new)), 1.0 / (self.vocab_size - 1))
+        p = np.full((1, len(new)), 1.0 / (self.vocab_size - 1))  # broadcast over histories
         d = self.discount
-        for k, (keys, values, ctx_keys, totals, types) in enumerate(self.levels, start=1):
-            ctx = _encode(history[:, self.order - k :], self.vocab_size)  # (M,)
-            total = _lookup(ctx_keys, totals, ctx)[:, None]  # (M, 1)
-            kinds = _lookup(ctx_keys, types, ctx)[:, None]
+        for k, (keys, values, ctx_keys, ctx_stats) in enumerate(self.levels, start=1):
+            # the unigram level has one (empty) context for every history: computed once
+            rows = history[:1, :0] if k == 1 else history[:, self.order - k :]
+            ctx = _encode(rows, self.vocab_size)  # (M,), (1,) for the unigram level
+            total, kinds = _lookup(ctx_keys, ctx_stats, ctx).T[:, :, None]  # (M, 1) each
             count = _lookup(keys, values, ctx[:, None] * self.vocab_size + new[None, :])
             safe = np.maximum(total, 1.0)
             p = np.where(total > 0, (np.maximum(count - d, 0.0) + d * kinds * p) / safe, p)
-        return p
+        return np.broadcast_to(p, (len(history), len(new))).copy()
 
 
 class NgramIME:
@@ -189,19 +206,22 @@ class NgramIME:
         self._row_memo: dict[tuple[bytes, bytes], np.ndarray] = {}
 
     def _emission(self, pairs: Sequence[tuple[str, str]]) -> dict[str, tuple[np.ndarray, ...]]:
-        """syllable -> (character ids ``(C,)``, log P(syllable | character) ``(C,)``)."""
-        together: dict[str, Counter[int]] = defaultdict(Counter)
-        per_char: Counter[int] = Counter()
-        for pinyin, text in pairs:  # one syllable per character: check_pairs
-            for s, c in zip(pinyin.split(), text, strict=True):
-                together[s][self.stoi[c]] += 1
-                per_char[self.stoi[c]] += 1
-        table = {}
-        for s, counter in together.items():
-            ids = np.array(sorted(counter), dtype=np.int64)
-            logp = np.log([counter[i] / per_char[i] for i in ids.tolist()])
-            table[s] = (ids, logp)
-        return table
+        """syllable -> (character ids ``(C,)``, log P(syllable | character) ``(C,)``), the
+        syllables in the order they are first seen."""
+        index: dict[str, int] = {}
+        syllables = np.array(  # one syllable per character: check_pairs
+            [index.setdefault(s, len(index)) for s in " ".join(p for p, _ in pairs).split()]
+        )
+        chars = np.array([self.stoi[c] for _, text in pairs for c in text])
+        keys, together = np.unique(syllables * len(self.itos) + chars, return_counts=True)
+        per_char = np.bincount(chars, minlength=len(self.itos))
+        ids = keys % len(self.itos)
+        logp = np.log(together / per_char[ids])
+        bounds = np.searchsorted(keys // len(self.itos), np.arange(len(index) + 1))
+        return {
+            s: (ids[bounds[i] : bounds[i + 1]], logp[bounds[i] : bounds[i + 1]])
+            for s, i in index.items()
+        }
 
     def set_discount(self, discount: float) -> None:
         """Use Kneser-Ney discount ``discount`` from now on (no re-estimation: the counts
@@ -286,7 +306,7 @@ class NgramIME:
         rows = [self._row_memo.get(key) for key in keys]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
-            if len(self._row_memo) >= 200_000:  # about 200,000 x 0.5 KB at most
+            if len(self._row_memo) >= 1_000_000:  # 0.7 KB each: a weight grid's rows fit
                 self._row_memo.clear()
             computed = np.log(self.lm.prob(states[missing], ids))  # (len(missing), C)
             for i, row in zip(missing, computed, strict=True):
@@ -304,8 +324,11 @@ class NgramIME:
         backs = []  # per step: (parent index (M,), id (M,))
         for ids, emit in steps:
             # the LM depends on the state, not the path: score each distinct state once
-            states, inverse = np.unique(history, axis=0, return_inverse=True)
-            logp = self._log_prob(states, ids)[inverse.reshape(-1)]  # (M, C)
+            # (keys sort as the rows do: the distinct states in the same order)
+            _, first, inverse = np.unique(
+                _encode(history, self.lm.vocab_size), return_index=True, return_inverse=True
+            )
+            logp = self._log_prob(history[first], ids)[inverse]  # (M, C)
             cand = scores[:, None] + logp + emit[None, :]  # (M, C)
             # a new state is (the parent's state without its oldest id, the new id)
             kept_part = _encode(history[:, 1:], self.lm.vocab_size)  # (M,)

@@ -25,6 +25,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -170,6 +171,35 @@ class FusedIME:
         self.tagger_ids = torch.tensor([vocab.token_to_id(c) for c in ngram.itos])
         self.name = f"NAT + {ngram.name}"
         self.max_candidates = ngram.max_candidates
+        # syllables -> per syllable the tagger's log-probabilities (float32) of the characters
+        # the HMM may write there (None for a syllable the HMM never saw); shared by with_weight
+        self._memo: dict[tuple[str, ...], list[np.ndarray | None]] = {}
+
+    def with_weight(self, weight: float) -> FusedIME:
+        """The same tagger and HMM fused with another ``weight``. It shares this fusion's
+        memo of the tagger's log-probabilities, so a grid of weights runs the tagger once per
+        clause."""
+        other = FusedIME(self.tagger, self.ngram, weight)
+        other._memo = self._memo
+        return other
+
+    def _tagger_scores(self, rows: list[list[str]]) -> list[list[np.ndarray | None]]:
+        """The memo's entry of each clause ``rows (N,)`` (its syllables), running the tagger
+        once on the clauses it does not hold yet (in their order, duplicates included)."""
+        keys = [tuple(row) for row in rows]
+        missing = [row for row, key in zip(rows, keys, strict=True) if key not in self._memo]
+        if missing:
+            if len(self._memo) + len(missing) > 100_000:  # a few KB per clause
+                self._memo.clear()
+            for row, log_probs in zip(
+                missing, self.tagger.log_probs([" ".join(r) for r in missing]), strict=True
+            ):
+                steps = [self.ngram.emission.get(s) for s in row]
+                at = log_probs[:, self.tagger_ids].numpy()  # (T, C)
+                self._memo[tuple(row)] = [
+                    None if step is None else at[t, step[0]] for t, step in enumerate(steps)
+                ]
+        return [self._memo[key] for key in keys]
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
         """For each input (space-separated syllables) its ``k`` best clauses, best first
@@ -177,8 +207,12 @@ class FusedIME:
         check_k(k, self.max_candidates)
         out = []
         rows = self.tagger.read(pinyins)
-        for syllables, log_probs in zip(rows, self.tagger.log_probs(pinyins), strict=True):
-            bonus = (self.weight * log_probs[:, self.tagger_ids]).double().numpy()  # (T, C)
+        for syllables, scores in zip(rows, self._tagger_scores(rows), strict=True):
+            bonus = np.zeros((len(syllables), len(self.ngram.itos)))  # (T, C)
+            for t, step in enumerate(scores):
+                if step is not None:
+                    ids = self.ngram.emission[syllables[t]][0]
+                    bonus[t, ids] = self.weight * step  # float32, as the tagger gives it
             out.append([text for text, _ in self.ngram.scored(" ".join(syllables), k, bonus)])
         return out
 
