@@ -46,9 +46,9 @@ DEVICES = {"phone": PHONE, "laptop": LAPTOP}
 # the pages that were wider than a phone's screen (issue: item 1)
 WERE_WIDE = [
     HTML / "book" / "how_to_use.html",
-    *(HTML / "notebooks" / f"{name}.html" for name in ("01_seq2seq", "02_attention",
-      "05_training", "06_1_decoding", "06_2_exposure_bias", "06_3_copy_alignment_bleu",
-      "07_kernels", "08_appendix")),
+    *(HTML / "notebooks" / f"{name}.html" for name in ("01_seq2seq",
+      "02_1_scaled_dot_product", "02_2_multihead_position", "05_training", "06_1_decoding",
+      "06_2_exposure_bias", "06_3_copy_alignment_bleu", "07_kernels", "08_appendix")),
 ]  # fmt: skip
 FEEDBACK_MARK = re.compile(r"❌|💡|✅|练习 [\w.]+（第")
 WITH_FEEDBACK = [p for p in CHAPTERS if FEEDBACK_MARK.search(p.read_text(encoding="utf-8"))]
@@ -178,7 +178,9 @@ FOCUS_RING = """(button) => {
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_header_buttons_show_keyboard_focus(browser, device: str) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, HTML / "notebooks" / "02_attention.html", DEVICES[device])
+    context, page = _open(
+        browser, HTML / "notebooks" / "02_1_scaled_dot_product.html", DEVICES[device]
+    )
     try:
         page.keyboard.press("Tab")  # the reader uses the keyboard
         buttons = page.evaluate_handle(HEADER_BUTTONS)
@@ -195,7 +197,7 @@ def test_header_buttons_show_keyboard_focus(browser, device: str) -> None:  # ty
 
 
 def test_menu_button_hands_the_focus_to_the_drawer_and_back(browser) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, HTML / "notebooks" / "02_attention.html")
+    context, page = _open(browser, HTML / "notebooks" / "02_1_scaled_dot_product.html")
     try:
         for kind in ("primary", "secondary"):
             toggle = page.locator(f".bd-header-article .{kind}-toggle")

@@ -160,7 +160,7 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
     counts = {page: len(lines) for page, lines in EVIDENCE.items()}
     assert counts == {
         "notebooks/01_seq2seq.html": 3,
-        "notebooks/02_attention.html": 2,
+        "notebooks/02_1_scaled_dot_product.html": 2,
         "notebooks/03_encoder.html": 5,
         "notebooks/05_training.html": 2,
         "notebooks/06_1_decoding.html": 1,
