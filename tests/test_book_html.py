@@ -471,9 +471,9 @@ OPENED = pytest.StashKey[list]()
 TAUGHT_IN = {
     "注意力": "notebooks/02_1_scaled_dot_product",
     "attention": "notebooks/02_1_scaled_dot_product",
-    "层归一化": "notebooks/03_encoder",
-    "layer normalization": "notebooks/03_encoder",
-    "LayerNorm": "notebooks/03_encoder",
+    "层归一化": "notebooks/03_2_norm_residual",
+    "layer normalization": "notebooks/03_2_norm_residual",
+    "LayerNorm": "notebooks/03_2_norm_residual",
     "束搜索": "notebooks/06_1_decoding",
     "beam search": "notebooks/06_1_decoding",
     "教师强制": "notebooks/05_training",
