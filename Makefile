@@ -28,7 +28,7 @@ NBVAL_SANITIZE := .ci/nbval-sanitize.cfg
 # at every operation (benchmarks/threads.py). --dist loadfile keeps a notebook's cells in one
 # kernel; the longest notebooks go first so that no worker is left alone with one at the end.
 LONGEST_NOTEBOOKS := notebooks/capstone_pinyin.ipynb notebooks/06_2_exposure_bias.ipynb \
-	notebooks/03_encoder.ipynb
+	notebooks/03_1_encoder_layer.ipynb
 NBVAL_ORDER := $(foreach notebook,$(LONGEST_NOTEBOOKS),$(filter $(notebook),$(NOTEBOOKS))) \
 	$(filter-out $(LONGEST_NOTEBOOKS),$(NOTEBOOKS))
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NBVAL_SANITIZE) \

@@ -355,7 +355,7 @@ GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_3_appendix_reference.ipynb")
 # book's own terms that jieba's general dictionary used to split.
 TYPED_QUERIES = {
     "softmax": "notebooks/07_2_attention_traffic.html",
-    "注意力": "notebooks/02_attention.html",
+    "注意力": "notebooks/02_1_scaled_dot_product.html",
     "束搜索": "notebooks/06_1_decoding.html",
     "曝光偏差": "notebooks/06_2_exposure_bias.html",
     # a one-letter word is never indexed: the query must not require it
@@ -469,11 +469,11 @@ OPENED = pytest.StashKey[list]()
 # The chapter that teaches a term, as a reader expects it (issue 31): Sphinx's own scores put
 # chapter 1 first for 注意力 and the intro or the lecture map first for the others.
 TAUGHT_IN = {
-    "注意力": "notebooks/02_attention",
-    "attention": "notebooks/02_attention",
-    "层归一化": "notebooks/03_encoder",
-    "layer normalization": "notebooks/03_encoder",
-    "LayerNorm": "notebooks/03_encoder",
+    "注意力": "notebooks/02_1_scaled_dot_product",
+    "attention": "notebooks/02_1_scaled_dot_product",
+    "层归一化": "notebooks/03_2_norm_residual",
+    "layer normalization": "notebooks/03_2_norm_residual",
+    "LayerNorm": "notebooks/03_2_norm_residual",
     "束搜索": "notebooks/06_1_decoding",
     "beam search": "notebooks/06_1_decoding",
     "教师强制": "notebooks/05_training",

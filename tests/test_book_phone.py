@@ -179,7 +179,9 @@ FOCUS_RING = """(button) => {
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_header_buttons_show_keyboard_focus(browser, device: str) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, HTML / "notebooks" / "02_attention.html", DEVICES[device])
+    context, page = _open(
+        browser, HTML / "notebooks" / "02_1_scaled_dot_product.html", DEVICES[device]
+    )
     try:
         page.keyboard.press("Tab")  # the reader uses the keyboard
         buttons = page.evaluate_handle(HEADER_BUTTONS)
@@ -196,7 +198,7 @@ def test_header_buttons_show_keyboard_focus(browser, device: str) -> None:  # ty
 
 
 def test_menu_button_hands_the_focus_to_the_drawer_and_back(browser) -> None:  # type: ignore[no-untyped-def]
-    context, page = _open(browser, HTML / "notebooks" / "02_attention.html")
+    context, page = _open(browser, HTML / "notebooks" / "02_1_scaled_dot_product.html")
     try:
         for kind in ("primary", "secondary"):
             toggle = page.locator(f".bd-header-article .{kind}-toggle")

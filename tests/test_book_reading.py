@@ -34,7 +34,7 @@ pytestmark = pytest.mark.book
 LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 SIZES = {"laptop": LAPTOP, "phone": PHONE}
-CHAPTER = HTML / "notebooks" / "03_encoder.html"
+CHAPTER = HTML / "notebooks" / "03_1_encoder_layer.html"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ZOOM_RATIO = 0.6
 
@@ -160,8 +160,9 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
     counts = {page: len(lines) for page, lines in EVIDENCE.items()}
     assert counts == {
         "notebooks/01_seq2seq.html": 3,
-        "notebooks/02_attention.html": 2,
-        "notebooks/03_encoder.html": 5,
+        "notebooks/02_1_scaled_dot_product.html": 2,
+        "notebooks/03_1_encoder_layer.html": 4,
+        "notebooks/03_2_norm_residual.html": 1,
         "notebooks/05_training.html": 2,
         "notebooks/06_1_decoding.html": 1,
     }, counts
