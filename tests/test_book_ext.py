@@ -108,9 +108,9 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     row = search_terms.GlossaryRow(("基线",), (), "baseline", "第 6 章")
     ranks = search_terms.teaching_chapters([row], split, {split[0]: "第 6 章 基线"}, {})
     assert ranks["baseline"] == split[1]  # not the landing page, though its title names it
-    texts = {split[1]: "基线", split[2]: "基线…减去基线"}  # used most in the second section
-    ranks = search_terms.teaching_chapters([row], split, {}, {}, texts)
-    assert ranks["baseline"] == split[2]
+    texts = {split[1]: "基线", split[2]: "减去基线 (baseline)"}  # defined in the second
+    ranks = search_terms.teaching_chapters([row], split, {}, {split[1]: ["比较基线"]}, texts)
+    assert ranks["baseline"] == split[2]  # the definition, not the heading, in one chapter
     with pytest.raises(ExtensionError, match="第 6 章"):  # two pages, neither a section
         search_terms.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
     with pytest.raises(ExtensionError, match="第 9 章"):

@@ -354,7 +354,7 @@ GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_appendix.ipynb")
 # Typed into the search field of a chapter page, as a reader does; the last two are the
 # book's own terms that jieba's general dictionary used to split.
 TYPED_QUERIES = {
-    "softmax": "notebooks/07_kernels.html",
+    "softmax": "notebooks/07_2_attention_traffic.html",
     "注意力": "notebooks/02_attention.html",
     "束搜索": "notebooks/06_1_decoding.html",
     "曝光偏差": "notebooks/06_2_exposure_bias.html",

@@ -360,14 +360,19 @@ def teaching_chapters(
     chapter is the first chapter, in reading order (``order``), whose title names the term;
     else the first numbered chapter whose section headings name it (self-tests and links
     left out; the capstone applies terms rather than teaching them); else the first-use
-    chapter: of a chapter split into section pages, the page whose text (``texts``) names
-    the term most often, the first such page on a tie (a landing page teaches nothing). ``titles``, ``headings`` and ``texts``
+    chapter. Of a chapter split into section pages, the page that defines the term (whose
+    text, ``texts``, glosses it with its English name) is preferred over the page whose heading
+    names it; without a gloss, the first page that names it (a landing page teaches nothing). ``titles``, ``headings`` and ``texts``
     are keyed by docname."""
     ranks: dict[str, str] = {}
     for row in glossary:
         term = row.terms[0]
         pages = [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
-        first_use = max(pages, key=lambda d: (texts or {}).get(d, "").count(term))
+        text = (texts or {}).get
+        glossed = [
+            d for d in pages if re.search(re.escape(term) + r"\s*[(（]\s*[A-Za-z]", text(d, ""))
+        ]
+        first_use = (glossed or [d for d in pages if term in text(d, "")] or pages)[0]
         in_title = [
             d for d in order if term in titles.get(d, "") and not d.startswith("book/chapter_")
         ]
@@ -377,6 +382,8 @@ def teaching_chapters(
             and any(term in h for h in headings.get(d, []) if not h.startswith(("自测", "[")))
         ]  # fmt: skip
         chapter = (in_title or in_heading or [first_use])[0]
+        if chapter in pages and glossed:  # within a split chapter: where it is defined
+            chapter = glossed[0]
         english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
         # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
         names = [*row.terms, *english]
