@@ -46,9 +46,10 @@ DEVICES = {"phone": PHONE, "laptop": LAPTOP}
 # the pages that were wider than a phone's screen (issue: item 1)
 WERE_WIDE = [
     HTML / "book" / "how_to_use.html",
-    *(HTML / "notebooks" / f"{name}.html" for name in ("01_seq2seq", "02_attention",
-      "05_1_teacher_forcing_loss", "05_2_training_run", "06_1_decoding", "06_2_exposure_bias",
-      "06_3_copy_alignment_bleu", "07_1_gpu_basics", "07_2_attention_traffic", "07_3_flash_attention", "08_appendix")),
+    *(HTML / "notebooks" / f"{name}.html" for name in ("01_1_seq2seq_rnn",
+      "01_2_toy_tasks_attention", "02_attention", "05_1_teacher_forcing_loss", "05_2_training_run",
+      "06_1_decoding", "06_2_exposure_bias", "06_3_copy_alignment_bleu", "07_1_gpu_basics",
+      "07_2_attention_traffic", "07_3_flash_attention", "08_appendix")),
 ]  # fmt: skip
 FEEDBACK_MARK = re.compile(r"❌|💡|✅|练习 [\w.]+（第")
 WITH_FEEDBACK = [p for p in CHAPTERS if FEEDBACK_MARK.search(p.read_text(encoding="utf-8"))]
