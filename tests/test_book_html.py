@@ -476,8 +476,8 @@ TAUGHT_IN = {
     "LayerNorm": "notebooks/03_2_norm_residual",
     "束搜索": "notebooks/06_1_decoding",
     "beam search": "notebooks/06_1_decoding",
-    "教师强制": "notebooks/05_training",
-    "teacher forcing": "notebooks/05_training",
+    "教师强制": "notebooks/05_1_teacher_forcing_loss",
+    "teacher forcing": "notebooks/05_1_teacher_forcing_loss",
 }
 # The page a reader sees first: searchtools.js shows the results by popping the last one.
 FIRST_RESULT = """(query) => {

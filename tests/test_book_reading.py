@@ -69,10 +69,10 @@ def test_phone_chapter_menu_opens_and_a_link_works(browser) -> None:  # type: ig
         page.wait_for_function(
             "() => document.querySelector('#pst-primary-sidebar-modal').open", timeout=TIMEOUT_MS
         )
-        link = dialog.locator("a.reference.internal[href*='05_training']").first
+        link = dialog.locator("a.reference.internal[href*='chapter_05']").first
         assert link.is_visible(), "the chapter menu opened but shows no link to chapter 5"
         link.click()
-        page.wait_for_url("**/05_training.html*", timeout=TIMEOUT_MS)
+        page.wait_for_url("**/chapter_05.html*", timeout=TIMEOUT_MS)
         assert not problems, str(problems)
     finally:
         context.close()
@@ -159,11 +159,13 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
     # the self-tests of chapters 1, 2, 3, 5 and 6 that have a check cell below them
     counts = {page: len(lines) for page, lines in EVIDENCE.items()}
     assert counts == {
-        "notebooks/01_seq2seq.html": 3,
+        "notebooks/01_1_seq2seq_rnn.html": 2,
+        "notebooks/01_2_toy_tasks_attention.html": 1,
         "notebooks/02_1_scaled_dot_product.html": 2,
         "notebooks/03_1_encoder_layer.html": 4,
         "notebooks/03_2_norm_residual.html": 1,
-        "notebooks/05_training.html": 2,
+        "notebooks/05_1_teacher_forcing_loss.html": 2,
+        "notebooks/05_2_training_run.html": 1,
         "notebooks/06_1_decoding.html": 1,
     }, counts
 

@@ -275,7 +275,7 @@ def test_cross_references_are_links(path: Path) -> None:
     bare = [ref for text in reader_text(path) for ref in bare_section_references(text)]
     assert not bare, (
         f"{path.name}: bare section numbers {bare}; the built book shows none: link the "
-        "section by its heading ([标题](05_training.ipynb#标题)), or write the paper's as "
+        "section by its heading ([标题](05_1_teacher_forcing_loss.ipynb#标题)), or write the paper's as "
         "'论文 5.3 节'"
     )
     broken = broken_anchors(path)

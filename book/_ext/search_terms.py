@@ -432,7 +432,7 @@ ANCHOR_MARK = "\x00"
 
 def page_texts(outdir: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     """Each built page's article as plain text (whitespace squeezed, formulas as text),
-    keyed by its link as the search page writes it (``notebooks/02_attention.html``), and
+    keyed by its link as the search page writes it (``notebooks/02_1_scaled_dot_product.html``), and
     where in that text each section starts, by its anchor (a result that links a section
     shows a sentence of that section)."""
     from bs4 import BeautifulSoup
