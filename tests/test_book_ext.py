@@ -303,7 +303,9 @@ def test_glossary_avoided_names_are_searched_as_the_term(tmp_path: Path) -> None
         "| 定时采样 | scheduled sampling | 第 6 章 | 计划采样、调度采样 |\n"
         "| 30 秒速记 | 30-second summary | 第 0 章 | 30 秒小结 / 30 秒总结 |\n"
         "| 键 | key | 第 2 章 | |\n"
-        "| 教师强制 | teacher forcing | 第 1 章 | teacher forcing、键 |",
+        "| 教师强制 | teacher forcing | 第 1 章 | teacher forcing、键 |\n"
+        "| 层归一化 / 批归一化 | layer normalization / batch normalization | 第 3 章 "
+        "| 层标准化、批标准化 |",
     )
     rows = search_terms.glossary_rows(path)
     assert rows[0].avoided == ("计划采样", "调度采样") and rows[2].avoided == ()
@@ -312,6 +314,8 @@ def test_glossary_avoided_names_are_searched_as_the_term(tmp_path: Path) -> None
         "调度采样": "定时采样",
         "30 秒小结": "30 秒速记",
         "30 秒总结": "30 秒速记",
+        "层标准化": "层归一化",
+        "批标准化": "批归一化",
     }
     twice = rows + [search_terms.GlossaryRow(("计划",), (), "plan", "第 1 章", ("计划采样",))]
     with pytest.raises(ExtensionError, match="计划采样"):

@@ -30,6 +30,7 @@ reader types is in no index entry. This extension
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +260,9 @@ def synonyms(glossary: list[GlossaryRow]) -> dict[str, str]:
     """Avoided Chinese name -> the book's term, from the glossary's 不用 column: a reader who
     searches 计划采样 is searching for 定时采样. English names stay as typed (they are in the
     index: the book writes them after the Chinese term), and so does a name that is also a
-    term of another row. A name avoided for two terms is refused."""
+    term of another row. Of a row with several terms (层归一化 / 批归一化), a name goes to the
+    term it shares the longest start with (批标准化 -> 批归一化; the first term on a tie). A
+    name avoided for two terms is refused."""
     terms = {t for row in glossary for t in row.terms}
     found: dict[str, str] = {}
     for row in glossary:
@@ -267,12 +270,13 @@ def synonyms(glossary: list[GlossaryRow]) -> dict[str, str]:
             key = re.sub(r"\s+", " ", name.lower())
             if not HAN.search(key) or key in terms:
                 continue
-            if found.get(key, row.terms[0]) != row.terms[0]:
+            term = max(row.terms, key=lambda t: len(os.path.commonprefix([t, key])))
+            if found.get(key, term) != term:
                 raise ExtensionError(
                     f"search_terms: the glossary avoids {name!r} for both {found[key]!r} and "
-                    f"{row.terms[0]!r}; keep it in one row's 不用 column"
+                    f"{term!r}; keep it in one row's 不用 column"
                 )
-            found[key] = row.terms[0]
+            found[key] = term
     return found
 
 
