@@ -5,10 +5,11 @@ singlehtml``), then runs this script, which opens that page offline in headless 
 through Playwright (no browser is downloaded; every request that is not ``file://`` is
 refused), waits until MathJax has typeset every formula, every font and image has loaded,
 opens every solution dropdown (paper cannot unfold one), and prints A4 pages with page
-numbers, the chapter's title at the top of each page (a named page per chapter with a CSS
-margin box), a bookmark per part, chapter and section (Chromium's document outline, from the
-headings) and the title page's contents with each chapter's page number (the book is printed
-twice: the first print tells where the chapters start). Chromium embeds the subset of each font it uses, so the Chinese text (WenQuanYi
+numbers, the title of the chapter or section page at the top of each sheet (a named page
+per page of the web book with a CSS margin box), a bookmark per part, chapter and section
+(Chromium's document outline, from the headings) and the title page's contents with each
+chapter's and section page's page number (the book is printed twice: the first print tells
+where the chapters start). Chromium embeds the subset of each font it uses, so the Chinese text (WenQuanYi
 Micro Hei, which ``make`` installs) and MathJax's glyphs travel inside the PDF.
 
 Widgets need a running Python, so the PDF, like the web page, shows the static figure that
@@ -63,8 +64,9 @@ mjx-container[display="true"] { overflow: visible !important; }
 /* each chapter (each page of the web book) starts on a new sheet (RUNNING_HEADERS marks
    them) */
 section.lk-chapter { break-before: page; }
-/* the title page's contents: each chapter with its page number */
-#jb-print-toc li { display: flex; align-items: baseline; gap: 0.4em; }
+/* the title page's contents: each chapter with its page number, its sections below it */
+#jb-print-toc li { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0 0.4em; }
+#jb-print-toc li > ul { flex-basis: 100%; padding-left: 1.5em; }
 #jb-print-toc li .lk-toc-leader { flex: 1; border-bottom: 1px dotted #999; }
 """
 
@@ -144,8 +146,9 @@ OUTLINE = """(parts) => {
   return added;
 }"""
 
-# Every page of a chapter carries the chapter's title at its top (a CSS margin box of a
-# named page per chapter; Chromium prints them); the intro's pages carry the book's title,
+# Every page of a chapter carries the chapter's title at its top, every page of a section
+# page its section's title (a CSS margin box of a named page per page of the web book;
+# Chromium prints them); the intro's pages carry the book's title,
 # the title page and a part's page none. Returns the CSS to add.
 RUNNING_HEADERS = """() => {
   const quote = text => '"' + text.replace(/\\s+/g, ' ').trim()

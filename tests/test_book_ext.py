@@ -111,6 +111,20 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     texts = {split[1]: "基线", split[2]: "减去基线 (baseline)"}  # defined in the second
     ranks = search_terms.teaching_chapters([row], split, {}, {split[1]: ["比较基线"]}, texts)
     assert ranks["baseline"] == split[2]  # the definition, not the heading, in one chapter
+    # a chapter's title outranks an earlier section's title: 注意力 is named by section 1.2's
+    # title and defined on 1.1, but taught by chapter 2, whose landing title names it
+    split = [
+        "book/chapter_01", "notebooks/01_1_seq2seq", "notebooks/01_2_attention",
+        "book/chapter_02", "notebooks/02_1_dot_product", "notebooks/02_2_multihead",
+    ]  # fmt: skip
+    titles = {split[2]: "1.2 玩具任务与注意力", split[3]: "第 2 章 注意力 (attention)"}
+    titles |= {split[4]: "2.1 缩放点积注意力", split[5]: "2.2 多头注意力"}
+    texts = {split[1]: "注意力 (attention)", split[2]: "注意力", split[4]: "注意力是查字典"}
+    ranks = search_terms.teaching_chapters(rows[:1], split, titles, {}, texts)
+    assert ranks["注意力"] == ranks["attention"] == split[4]  # not 1.1 (glossed), not 2.2
+    del titles[split[3]]  # no chapter title names it: the first-use chapter's definition
+    ranks = search_terms.teaching_chapters(rows[:1], split, titles, {}, texts)
+    assert ranks["注意力"] == split[1]
     with pytest.raises(ExtensionError, match="第 6 章"):  # two pages, neither a section
         search_terms.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
     with pytest.raises(ExtensionError, match="第 9 章"):

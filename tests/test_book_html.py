@@ -179,7 +179,20 @@ def _open(browser, path: Path):  # type: ignore[no-untyped-def]
 
     page.on("console", on_console)
     page.goto(path.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    follow_redirect(page, path)
     return context, page, problems
+
+
+REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"')
+
+
+def follow_redirect(page, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A redirect stub (the root index.html) navigates on its own after it loads: wait for its
+    target, or an evaluate() would race the navigation ("execution context was destroyed")."""
+    redirect = REDIRECT.match(path.read_text(encoding="utf-8"))
+    if redirect:
+        page.wait_for_url(f"**/{redirect.group(1)}", timeout=TIMEOUT_MS)
+        page.wait_for_load_state("load")
 
 
 MATH_STATE = """() => {

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import pytest
-from test_book_html import CHAPTERS, HTML, PAGES, TIMEOUT_MS, _page_id
+from test_book_html import CHAPTERS, HTML, PAGES, TIMEOUT_MS, _page_id, follow_redirect
 
 pytestmark = pytest.mark.book
 
@@ -72,6 +72,7 @@ def _open(browser, path: Path, device: dict | None = None, on_request=None, **op
     )
     page = context.new_page()
     page.goto(path.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    follow_redirect(page, path)
     page.wait_for_timeout(200)
     return context, page
 

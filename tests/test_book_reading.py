@@ -39,16 +39,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ZOOM_RATIO = 0.6
 
 
-REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"')
-
-
 def _sized(browser, path: Path, size: dict[str, int]):  # type: ignore[no-untyped-def]
     context, page, problems = _open(browser, path)
-    # a redirect stub (the root index.html) navigates on its own: wait for its target, or
-    # an evaluate() would race the navigation
-    redirect = REDIRECT.match(path.read_text(encoding="utf-8"))
-    if redirect:
-        page.wait_for_url(f"**/{redirect.group(1)}", timeout=TIMEOUT_MS)
     page.set_viewport_size(size)
     page.wait_for_load_state("load")
     if page.locator(".math").count():

@@ -5,8 +5,8 @@ otherwise, like the browser test. Checks: a plausible page count; every font emb
 one among them; every chapter title extractable as text and bookmarked; every figure of the
 book printed; no raw TeX left in the text (MathJax typeset every formula); the bookmarks
 have a part level with each part's chapters under it, no title run together twice and no
-space lost; the title page's contents give each chapter's page; every page of a chapter
-carries its title at the top; no display formula was wider than the printed column
+space lost; the title page's contents give each chapter's and section page's page; every page of a
+chapter or section page carries its title at the top; no display formula was wider than the printed column
 (make_pdf.py measures them at that width, scales a wide one down and reports any it could
 not fit); the Colab set-up cell is not printed.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 pytestmark = pytest.mark.book
 
@@ -216,22 +217,46 @@ def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[
         )
 
 
-def _chapter_starts(reader) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
-    """(title, page index) of every chapter's bookmark, in the book's order."""
+def _section_titles() -> set[str]:
+    """The titles of the section pages of _toc.yml (a split chapter's notebooks)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return {
+        nbformat.read(ROOT / f"{section['file']}.ipynb", as_version=4)
+        .cells[0]
+        .source.splitlines()[0]
+        .removeprefix("# ")
+        .strip()
+        for part in toc["parts"]
+        for chapter in part.get("chapters", [])
+        for section in chapter.get("sections", [])
+    }
+
+
+def _page_starts(reader) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+    """(title, page index) of the bookmark of every page of the web book, in the book's
+    order: each chapter, and after a split chapter's landing page its section pages."""
     parts = {caption for caption, _ in book_parts()}
-    return [
-        (title, page)
-        for part, _, chapters in _outline_tree(reader)[0][2]
-        if part in parts
-        for title, page, _ in chapters
-    ]
+    sections = {_squash(title) for title in _section_titles()}
+    starts = []
+    for part, _, chapters in _outline_tree(reader)[0][2]:
+        if part not in parts:
+            continue
+        for title, page, children in chapters:
+            starts.append((title, page))
+            starts += [(t, p) for t, p, _ in children if _squash(t) in sections]
+    found = {_squash(title) for title, _ in starts}
+    assert sections <= found, f"section pages without a bookmark: {sorted(sections - found)}"
+    return starts
 
 
 def test_contents_give_each_chapter_its_page_number(reader) -> None:  # type: ignore[no-untyped-def]
-    starts = _chapter_starts(reader)
-    contents = _squash("".join(reader.pages[i].extract_text() for i in range(starts[0][1])))
+    starts = _page_starts(reader)
+    # the contents, one entry a line: its title (which may wrap), then its page number
+    lines = "".join(reader.pages[i].extract_text() for i in range(starts[0][1])).splitlines()
+    contents = "|".join(_squash(line) for line in lines) + "|"
     for title, page in starts:
-        found = re.search(re.escape(_squash(title)) + r"(\d+)", contents)
+        wrapped = r"\|?".join(re.escape(char) for char in _squash(title))
+        found = re.search(wrapped + r"\|?(\d+)\|", contents)
         assert found, f"the contents list {title!r} without a page number"
         assert int(found.group(1)) == page + 1, f"{title!r} starts on page {page + 1}: {found[0]}"
 
@@ -250,8 +275,8 @@ def _header(page) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_every_page_of_a_chapter_carries_its_title(reader) -> None:  # type: ignore[no-untyped-def]
-    starts = _chapter_starts(reader)
-    # a chapter ends where the next chapter or the next part's own page starts
+    starts = _page_starts(reader)
+    # a chapter (a section page) ends where the next one or the next part's own page starts
     parts = {caption for caption, _ in book_parts()}
     bounds = sorted(
         {page for title, page, _ in _outline_tree(reader)[0][2] if title in parts}

@@ -297,7 +297,11 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
     path = Path(app.config.html_search_options["dict"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(book_terms(glossary, sorted(titles))) + "\n", encoding="utf-8")
-    order = [d for d in _reading_order(app, env) if d.startswith(app.config.search_title_prefix)]
+    order = [
+        d
+        for d in _reading_order(app, env)
+        if d.startswith(app.config.search_title_prefix) or LANDING.fullmatch(d)
+    ]  # the chapters' pages and the landing pages of chapters split into sections
     headings = {
         d: [ref.astext() for ref in env.tocs[d].findall(nodes.reference)]
         for d in order if d in env.tocs
@@ -314,8 +318,17 @@ def _write_dictionary(app: Sphinx, env: BuildEnvironment) -> None:
 
 
 def _reading_order(app: Sphinx, env: BuildEnvironment) -> list[str]:
-    """The documents in the order of the table of contents (the root's toctree)."""
-    order = list(env.toctree_includes.get(app.config.root_doc, []))
+    """The documents in the order of the table of contents (the root's toctree, each landing
+    page followed by its sections)."""
+    order: list[str] = []
+
+    def visit(docname: str) -> None:
+        for child in env.toctree_includes.get(docname, []):
+            if child not in order:
+                order.append(child)
+                visit(child)
+
+    visit(app.config.root_doc)
     return order + sorted(set(env.found_docs) - set(order))
 
 
@@ -359,6 +372,24 @@ def first_use_link(label: str, docnames: list[str], glossary: str) -> str | None
     return None if target == glossary else target
 
 
+# the landing page of a chapter split into section pages
+LANDING = re.compile(r"book/(chapter_\d+|appendix)")
+
+
+def _is_section(docname: str) -> bool:
+    """A section page of a split chapter: ``notebooks/06_2_exposure_bias``."""
+    return re.match(r"\d+_\d+_", docname.rsplit("/", 1)[-1]) is not None
+
+
+def _section_pages(docname: str, order: list[str]) -> list[str]:
+    """A landing page's section pages (``book/chapter_06`` -> ``notebooks/06_…``), or
+    ``[docname]`` for a page that is not a landing page."""
+    if not LANDING.fullmatch(docname):
+        return [docname]
+    number = re.fullmatch(r"book/chapter_(\d+)", docname)
+    return chapter_pages(f"第 {int(number.group(1))} 章" if number else "附录", order)[1:]
+
+
 def teaching_chapters(
     glossary: list[GlossaryRow],
     order: list[str],
@@ -371,33 +402,43 @@ def teaching_chapters(
 
     The glossary's 首次出现 column names where a term is first used, which is not always
     where it is taught (注意力 is used in chapter 1 and taught in chapter 2). The teaching
-    chapter is the first chapter, in reading order (``order``), whose title names the term;
-    else the first numbered chapter whose section headings name it (self-tests and links
-    left out; the capstone applies terms rather than teaching them); else the first-use
-    chapter. Of a chapter split into section pages, the page that defines the term (whose
-    text, ``texts``, glosses it with its English name) is preferred over the page whose heading
-    names it; without a gloss, the first page that names it (a landing page teaches nothing). ``titles``, ``headings`` and ``texts``
-    are keyed by docname."""
+    chapter is the first chapter, in reading order (``order``), whose title names the term
+    (a chapter's title is its landing page's, or its page's when it is not split); else the
+    first section page whose title names it; else the first numbered page whose section
+    headings name it (self-tests and links left out; the capstone applies terms rather than
+    teaching them); else the first-use chapter. A landing page teaches nothing: of a chapter
+    split into section pages, the page that defines the term (whose text, ``texts``, glosses
+    it with its English name) is taken, else the first whose title names it, else the first
+    whose text does. ``titles``, ``headings`` and ``texts`` are keyed by docname."""
     ranks: dict[str, str] = {}
+    text = (texts or {}).get
     for row in glossary:
         term = row.terms[0]
-        pages = [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
-        text = (texts or {}).get
-        glossed = [
-            d for d in pages if re.search(re.escape(term) + r"\s*[(（]\s*[A-Za-z]", text(d, ""))
-        ]
-        first_use = (glossed or [d for d in pages if term in text(d, "")] or pages)[0]
-        in_title = [
-            d for d in order if term in titles.get(d, "") and not d.startswith("book/chapter_")
-        ]
+
+        def taught_in(pages: list[str], term: str = term) -> str:
+            """Of one chapter's pages: where it defines the term, names it in a title, uses it."""
+            glossed = [
+                d for d in pages
+                if re.search(re.escape(term) + r"\s*[(（]\s*[A-Za-z]", text(d, ""))
+            ]  # fmt: skip
+            titled = [d for d in pages if term in titles.get(d, "")]
+            return (glossed or titled or [d for d in pages if term in text(d, "")] or pages)[0]
+
+        first_pages = [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
+        first_use = taught_in(first_pages)
+        named = [d for d in order if term in titles.get(d, "")]
+        # a chapter's title (a landing page's, or an unsplit chapter's), then a section's;
+        # within the first-use chapter, the page that defines the term
+        in_title = [taught_in(_section_pages(d, order)) for d in named if not _is_section(d)]
+        in_title += [first_use if d in first_pages else d for d in named if _is_section(d)]
         in_heading = [
             d for d in order
             if re.match(r"\d", d.rsplit("/", 1)[-1])
             and any(term in h for h in headings.get(d, []) if not h.startswith(("自测", "[")))
         ]  # fmt: skip
         chapter = (in_title or in_heading or [first_use])[0]
-        if chapter in pages and glossed:  # within a split chapter: where it is defined
-            chapter = glossed[0]
+        if chapter in first_pages:
+            chapter = first_use
         english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
         # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
         names = [*row.terms, *english]
