@@ -252,7 +252,8 @@ def _page_starts(reader) -> list[tuple[str, int]]:  # type: ignore[no-untyped-de
 def test_contents_give_each_chapter_its_page_number(reader) -> None:  # type: ignore[no-untyped-def]
     starts = _page_starts(reader)
     # the contents, one entry a line: its title (which may wrap), then its page number
-    lines = "".join(reader.pages[i].extract_text() for i in range(starts[0][1])).splitlines()
+    pages = (reader.pages[i].extract_text() for i in range(starts[0][1]))
+    lines = "\n".join(pages).splitlines()
     contents = "|".join(_squash(line) for line in lines) + "|"
     for title, page in starts:
         wrapped = r"\|?".join(re.escape(char) for char in _squash(title))

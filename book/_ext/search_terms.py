@@ -381,6 +381,15 @@ def _is_section(docname: str) -> bool:
     return re.match(r"\d+_\d+_", docname.rsplit("/", 1)[-1]) is not None
 
 
+def _chapter_of(docname: str, order: list[str]) -> list[str]:
+    """The section pages of the chapter a section page belongs to (``notebooks/06_2_…`` ->
+    ``[notebooks/06_1_…, notebooks/06_2_…, …]``), or ``[docname]`` for any other page."""
+    if not _is_section(docname):
+        return [docname]
+    number = int(docname.rsplit("/", 1)[-1].split("_", 1)[0])
+    return [d for d in chapter_pages(f"第 {number} 章", order) if not d.startswith("book/")]
+
+
 def _section_pages(docname: str, order: list[str]) -> list[str]:
     """A landing page's section pages (``book/chapter_06`` -> ``notebooks/06_…``), or
     ``[docname]`` for a page that is not a landing page."""
@@ -408,37 +417,40 @@ def teaching_chapters(
     headings name it (self-tests and links left out; the capstone applies terms rather than
     teaching them); else the first-use chapter. A landing page teaches nothing: of a chapter
     split into section pages, the page that defines the term (whose text, ``texts``, glosses
-    it with its English name) is taken, else the first whose title names it, else the first
-    whose text does. ``titles``, ``headings`` and ``texts`` are keyed by docname."""
+    it with its English name) is taken, else (for a chapter found by its title) the first
+    whose title names it, else the first whose text does. ``titles``, ``headings`` and
+    ``texts`` are keyed by docname."""
     ranks: dict[str, str] = {}
     text = (texts or {}).get
     for row in glossary:
         term = row.terms[0]
 
+        def glossed(pages: list[str], term: str = term) -> list[str]:
+            """The pages that define the term: give its English name beside it."""
+            gloss = re.escape(term) + r"\s*[(（]\s*[A-Za-z]"
+            return [d for d in pages if re.search(gloss, text(d, ""))]
+
         def taught_in(pages: list[str], term: str = term) -> str:
             """Of one chapter's pages: where it defines the term, names it in a title, uses it."""
-            glossed = [
-                d for d in pages
-                if re.search(re.escape(term) + r"\s*[(（]\s*[A-Za-z]", text(d, ""))
-            ]  # fmt: skip
             titled = [d for d in pages if term in titles.get(d, "")]
-            return (glossed or titled or [d for d in pages if term in text(d, "")] or pages)[0]
+            named = [d for d in pages if term in text(d, "")]
+            return (glossed(pages) or titled or named or pages)[0]
 
-        first_pages = [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
-        first_use = taught_in(first_pages)
+        first_use = taught_in(
+            [d for d in chapter_pages(row.chapter, order) if not d.startswith("book/")]
+        )
         named = [d for d in order if term in titles.get(d, "")]
-        # a chapter's title (a landing page's, or an unsplit chapter's), then a section's;
-        # within the first-use chapter, the page that defines the term
+        # a chapter's title (a landing page's, or an unsplit chapter's), then a section's
         in_title = [taught_in(_section_pages(d, order)) for d in named if not _is_section(d)]
-        in_title += [first_use if d in first_pages else d for d in named if _is_section(d)]
+        in_title += [d for d in named if _is_section(d)]
         in_heading = [
             d for d in order
             if re.match(r"\d", d.rsplit("/", 1)[-1])
             and any(term in h for h in headings.get(d, []) if not h.startswith(("自测", "[")))
         ]  # fmt: skip
         chapter = (in_title or in_heading or [first_use])[0]
-        if chapter in first_pages:
-            chapter = first_use
+        # of a chapter split into sections, the section that defines the term
+        chapter = (glossed(_chapter_of(chapter, order)) or [chapter])[0]
         english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
         # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
         names = [*row.terms, *english]
