@@ -7,8 +7,10 @@ that needs the network (a CDN script, font or image) cannot pass. Per page it ch
 request, no page error, no console error except the named harmless ones; MathJax typeset every
 formula and no raw ``\\(`` is left in the text; every image loaded; no code cell scrolls
 sideways. Widgets are drawn into the pages when the book is built (book/_ext/static_widgets.py):
-no page keeps a widget placeholder or loads widget JavaScript. A full-page screenshot of each page goes to
-_build/screenshots/. The self-tests' folded answers are checked in test_book_selftests.py.
+no page keeps a widget placeholder or loads widget JavaScript. These checks run per page from
+tests/test_book_reading.py (test_page_on_a_laptop), in the same page load as the checks that
+read the page whole, which also photograph it. The self-tests' folded answers are checked in
+test_book_selftests.py.
 
 Nothing is judged before the page has settled, and settling does not depend on timing: every
 ``@font-face`` the page declares has been loaded on purpose
@@ -254,16 +256,17 @@ def _settle(page, problems: PageProblems) -> None:  # type: ignore[no-untyped-de
     assert not problems.in_flight, [r.url for r in problems.in_flight]  # type: ignore[attr-defined]
 
 
-def check_page(browser, path: Path, screenshot: Path | None = None) -> None:  # type: ignore[no-untyped-def]
-    """Open one built page offline and assert everything the module docstring lists."""
+def check_page(browser, path: Path, more=None) -> None:  # type: ignore[no-untyped-def]
+    """Open one built page offline and assert everything the module docstring lists; then
+    ``more(page)``, if given, returns the further problems it finds on the settled page (one
+    page load serves several tests' checks: a load is most of a browser test's time)."""
     context, page, problems = _open(browser, path)
     try:
         name = path.name
-        redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text())
+        redirect = REDIRECT.match(path.read_text(encoding="utf-8"))
         if redirect:
             target = (path.parent / redirect.group(1)).resolve()
             assert target.is_file(), f"{name} redirects to a missing page {redirect.group(1)}"
-            page.wait_for_url(target.as_uri(), timeout=TIMEOUT_MS)
         if page.locator(".math").count():
             page.wait_for_function(
                 "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
@@ -281,15 +284,9 @@ def check_page(browser, path: Path, screenshot: Path | None = None) -> None:  # 
         _settle(page, problems)
         wide = page.evaluate(CODE_SCROLLS)
         assert not wide, f"{name}: code cells scroll sideways at 1280 px, longest lines: {wide}"
+        found = more(page) if more is not None else []
+        assert not found, f"{name} on a laptop:\n" + "\n".join(found[:15])
 
-        if screenshot is not None:
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            # A viewport as tall as the page, not full_page=True: Chromium's stitched
-            # full-page capture repeats the sticky header and the back-to-top button.
-            height = page.evaluate("() => document.documentElement.scrollHeight")
-            page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 16_000)})
-            page.screenshot(path=str(screenshot))
-            _settle(page, problems)  # the taller viewport may have loaded more
         assert not problems, f"{name}:\n{problems}"
     finally:
         context.close()
@@ -310,13 +307,6 @@ def test_local_links_lead_to_files() -> None:
             if not (path.parent / url2pathname(href.path)).resolve().exists():
                 dangling.append(f"{_page_id(path)}: {link['href']}")
     assert not dangling, dangling
-
-
-@pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_page_in_browser(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
-    name = _page_id(path)
-    check_page(browser, path, SCREENSHOTS / f"{name.removesuffix('.html').replace('/', '__')}.png")
-    request.config.stash.setdefault(OPENED, []).append(name)
 
 
 def _copy_without(tmp_path: Path, missing: Path) -> Path:

@@ -17,7 +17,9 @@ skipped otherwise. Checks what issue 31 found broken or in the way:
 - the Colab set-up cell is not in the book; the theme speaks Simplified Chinese and writes
   every chapter number "第 N 章".
 
-Every page is also photographed at both sizes into ``_build/screenshots/<size>/``.
+Every page is also photographed at both sizes into ``_build/screenshots/<size>/``. The checks
+that read each page whole run in the same page load as test_book_html's (on a laptop) and
+test_book_phone's (on a phone, as a phone renders it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,17 @@ import re
 from pathlib import Path
 
 import pytest
-from test_book_html import HTML, PAGES, ROOT, SCREENSHOTS, TIMEOUT_MS, _open, _page_id
+from test_book_html import (
+    HTML,
+    OPENED,
+    PAGES,
+    ROOT,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    _open,
+    _page_id,
+    check_page,
+)
 
 pytestmark = pytest.mark.book
 
@@ -373,8 +385,20 @@ def _figures_enlarge(page) -> list[str]:  # type: ignore[no-untyped-def]
     return found
 
 
-def _screenshot(page, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    """A picture of the page's first screens, for a reader to look at."""
+def reading_problems(page, size: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """What keeps a loaded page (at ``size``, "laptop" or "phone") from reading whole: nothing
+    cut at the right; printed outputs keep their lines and table cells their words; on a
+    laptop no display formula is wider than its column; every shrunken figure opens at full
+    size on a click. Every problem found is returned, not only the first."""
+    found = [*page.evaluate(OVERFLOW), *page.evaluate(WRAPPED)]
+    if size == "laptop":
+        found += [f"formula wider than the column: {f}" for f in page.evaluate(WIDE_FORMULAS)]
+    return found + _figures_enlarge(page)
+
+
+def screenshot(page, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
+    """A picture of the page's first screens at ``size``, in CSS pixels, for a reader to look
+    at: ``_build/screenshots/<size>/``."""
     folder = SCREENSHOTS / size
     folder.mkdir(parents=True, exist_ok=True)
     name = _page_id(path).removesuffix(".html").replace("/", "__")
@@ -382,27 +406,20 @@ def _screenshot(page, path: Path, size: str) -> None:  # type: ignore[no-untyped
     page.evaluate("() => window.scrollTo(0, 0)")
     page.set_viewport_size({**SIZES[size], "height": min(height, 12_000)})
     page.wait_for_timeout(200)
-    page.screenshot(path=str(folder / f"{name}.png"))
+    page.screenshot(path=str(folder / f"{name}.png"), scale="css")
 
 
-@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
-def test_page_reads_whole_at_each_size(browser, path: Path, size: str) -> None:  # type: ignore[no-untyped-def]
-    """One load of each page at each size (a page load is most of a browser test's time):
-    nothing is cut at the right; printed outputs keep their lines and table cells their words;
-    on a laptop no display formula is wider than its column; every shrunken figure opens at
-    full size on a click; then the page is photographed into ``_build/screenshots/<size>/``.
-    Every problem found is reported, not only the first."""
-    context, page, problems = _sized(browser, path, SIZES[size])
-    try:
+def test_page_on_a_laptop(browser, path: Path, request: pytest.FixtureRequest) -> None:  # type: ignore[no-untyped-def]
+    """One load of each page on a laptop serves test_book_html's page checks and
+    :func:`reading_problems` (on a phone: tests/test_book_phone.py); then it is photographed."""
+
+    def more(page) -> list[str]:  # type: ignore[no-untyped-def]
+        page.set_viewport_size(LAPTOP)  # from test_book_html's narrower window for code cells
         page.wait_for_timeout(200)
-        found = [*page.evaluate(OVERFLOW), *page.evaluate(WRAPPED)]
-        if size == "laptop":
-            found += [f"formula wider than the column: {f}" for f in page.evaluate(WIDE_FORMULAS)]
-        found += _figures_enlarge(page)
-        if problems:
-            found.append(f"page problems: {problems}")
-        _screenshot(page, path, size)
-        assert not found, f"{_page_id(path)} at {size}:\n" + "\n".join(found[:15])
-    finally:
-        context.close()
+        found = reading_problems(page, "laptop")
+        screenshot(page, path, "laptop")
+        return found
+
+    check_page(browser, path, more=more)
+    request.config.stash.setdefault(OPENED, []).append(_page_id(path))
