@@ -45,7 +45,7 @@ class GpuSpec:
     ``memory_bandwidth``: device memory (HBM) bytes per second;
     ``registers_per_sm``, ``shared_memory_per_sm``: bytes of register file and the most
     shared memory one streaming multiprocessor (SM) can have (NVIDIA's "KB" is 1024 bytes);
-    ``source``: where the figures are quoted from.
+    ``source``: where the figures are quoted from, as the book prints it (Chinese).
     """
 
     name: str
@@ -73,7 +73,7 @@ H100_SXM = GpuSpec(
     memory_bandwidth=3.35e12,
     registers_per_sm=256 * 1024,
     shared_memory_per_sm=228 * 1024,
-    source="NVIDIA H100 SXM datasheet; NVIDIA H100 whitepaper",
+    source="NVIDIA H100 SXM 数据手册（算力、带宽）；NVIDIA H100 白皮书（寄存器、共享内存）",
 )
 
 
