@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -149,6 +150,26 @@ def test_the_appendix_links_its_landing_page_or_nothing() -> None:
     assert search_terms.first_use_link("附录", one_page, "notebooks/08_appendix") is None
     with pytest.raises(ExtensionError, match="附录"):  # two appendix pages, neither a section
         search_terms.chapter_pages("附录", ["notebooks/08_appendix", "notebooks/09_appendix"])
+
+
+def test_a_section_label_names_its_section_page() -> None:
+    appendix = [
+        "book/appendix",
+        "notebooks/08_1_appendix_subwords",
+        "notebooks/08_2_appendix_architectures",
+        "notebooks/08_3_appendix_reference",
+    ]
+    chapter_6 = ["book/chapter_06", "notebooks/06_1_decoding", "notebooks/06_2_exposure_bias"]
+    docnames = [*chapter_6, "notebooks/07_kernels", *appendix]
+    assert search_terms.chapter_pages("A.1", docnames) == [appendix[1]]
+    assert search_terms.chapter_pages(" A.2 ", docnames) == [appendix[2]]
+    assert search_terms.chapter_pages("6.2", docnames) == [chapter_6[2]]
+    assert search_terms.first_use_link("A.2", docnames, appendix[-1]) == appendix[2]
+    assert search_terms.first_use_link("A.3", docnames, appendix[-1]) is None  # the glossary
+    assert search_terms.chapter_pages("第 6 章", docnames) == chapter_6  # chapter labels stay
+    for missing in ("A.4", "6.3", "7.1"):  # no such section; chapter 7 is one page
+        with pytest.raises(ExtensionError, match=re.escape(missing)):
+            search_terms.chapter_pages(missing, docnames)
 
 
 def test_figure_titles_are_read_from_string_literals() -> None:

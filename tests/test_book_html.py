@@ -376,7 +376,15 @@ RUN_QUERY = """(query) => {
 def _chapter_pages(label: str) -> list[str]:
     """The pages of the glossary's 首次出现 column: "第 4 章" -> [notebooks/04_....html] (a
     chapter split into section pages: each of them); "综合项目" -> the capstone's page,
-    "调试实验" -> the debugging lab's, "附录" -> the appendix's section pages."""
+    "调试实验" -> the debugging lab's, "附录" -> the appendix's section pages; a section,
+    "A.1" or "6.2", -> that section's page."""
+    section = re.fullmatch(r"(\d+|A)\.(\d+)", label)
+    if section:
+        chapter, number = section.groups()
+        pages = _chapter_pages("附录" if chapter == "A" else f"第 {int(chapter)} 章")
+        found = [p for p in pages if re.match(rf"notebooks/\d+_{int(number)}_", p)]
+        assert len(found) == 1, f"the glossary names {label!r}: pages {found}"
+        return found
     number = re.fullmatch(r"第\s*(\d+)\s*章", label)
     stem = f"{int(number.group(1)):02d}_" if number else None
     if label == "综合项目":

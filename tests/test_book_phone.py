@@ -367,3 +367,28 @@ def test_page_on_a_phone(browser, path: Path) -> None:  # type: ignore[no-untype
         assert not found, f"{_page_id(path)} on a phone:\n" + "\n".join(found[:15])
     finally:
         context.close()
+
+
+# Each column of a table: the right edge of its rightmost cell, and the box the table is in
+TABLE_COLUMNS = """(table) => {
+  const rows = Array.from(table.querySelectorAll('tr'));
+  const right = i => Math.max(...rows.map(row => row.children[i])
+    .filter(cell => cell).map(cell => cell.getBoundingClientRect().right));
+  const header = Array.from(rows[0].children).map(cell => cell.textContent.trim());
+  return {columns: header.map((name, i) => [name, Math.round(right(i))]),
+          box: Math.round(table.parentElement.getBoundingClientRect().right)};
+}"""
+
+
+def test_glossary_fits_a_phone(browser) -> None:  # type: ignore[no-untyped-def]
+    """All four columns of the glossary, 不用 included, are on a phone's screen without
+    scrolling the table sideways."""
+    context, page = _open(browser, HTML / "notebooks" / "08_3_appendix_reference.html")
+    try:
+        page.evaluate("() => document.fonts.ready.then(() => null)")
+        found = page.locator("section#glossary table").first.evaluate(TABLE_COLUMNS)
+        assert [name for name, _ in found["columns"]] == ["中文", "English", "首次出现", "不用"]
+        off = [name for name, right in found["columns"] if right > min(WIDTH, found["box"]) + 1]
+        assert not off, f"glossary columns off-screen on a phone: {off} ({found})"
+    finally:
+        context.close()

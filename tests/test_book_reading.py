@@ -160,7 +160,7 @@ VISIBLE_TEXT = """(lines) => lines.filter(line => Array.from(
 
 
 def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
-    # the self-tests of chapters 1, 2, 3, 5 and 6 that have a check cell below them
+    # the self-tests of chapters 1, 2, 3, 5, 6 and 7 that have a check cell below them
     counts = {page: len(lines) for page, lines in EVIDENCE.items()}
     assert counts == {
         "notebooks/01_1_seq2seq_rnn.html": 2,
@@ -171,6 +171,7 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
         "notebooks/05_1_teacher_forcing_loss.html": 2,
         "notebooks/05_2_training_run.html": 1,
         "notebooks/06_1_decoding.html": 1,
+        "notebooks/07_2_attention_traffic.html": 1,
     }, counts
 
 

@@ -12,11 +12,21 @@ import pytest
 import torch
 
 from lecturekit.chapters.ch07_memory import (
+    H100_SXM,
+    GpuSpec,
     MemoryLevel,
     OpTraffic,
     draw_memory_hierarchy,
     eager_traffic,
 )
+
+
+def test_ridge_point_is_peak_flops_over_bandwidth() -> None:
+    gpu = GpuSpec("toy", 100.0, 10.0, 4.0, 1024, 512, "made up")
+    assert gpu.ridge_point == 25.0
+    # the figures sections 7.1 and 7.2 quote: H100's ridge point is about 295 FLOP/byte
+    assert round(H100_SXM.ridge_point) == 295
+    assert H100_SXM.shared_memory_per_sm == 228 * 1024 < H100_SXM.registers_per_sm
 
 
 def test_eager_softmax_with_scale_and_mask_is_three_kernels() -> None:
@@ -46,7 +56,8 @@ def test_memory_hierarchy_figure_draws_every_level_and_program() -> None:
     fig = draw_memory_hierarchy(levels, title="t", n_sms=3, n_programs=7)
     stack, grid = fig.axes
     texts = [t.get_text() for t in stack.texts]
-    assert "寄存器" in texts and "显存" in texts and "40 GB，1.5 TB/s，GPU" in texts
+    assert "寄存器" in texts and "显存" in texts and "40 GB，1.5 TB/s" in texts and "GPU" in texts
+    assert "256 KB" in texts  # no bandwidth published: no dangling comma
     assert len(stack.patches) == 2
     # equal bars: capacity does not grow steadily downwards (registers > shared memory)
     assert len({patch.get_width() for patch in stack.patches}) == 1

@@ -61,7 +61,7 @@ class GlossaryRow:
     terms: tuple[str, ...]  # the Chinese terms: "束搜索 / 束宽" -> ("束搜索", "束宽")
     qualifiers: tuple[str, ...]  # parenthesised: "预热 (学习率)" -> ("学习率",)
     english: str
-    chapter: str  # as written in the table: "第 6 章" or "附录"
+    chapter: str  # as written in the table: "第 6 章", "附录" or a section, "A.1"
     avoided: tuple[str, ...] = ()  # the 不用 column: other names the book does not use
 
 
@@ -337,8 +337,18 @@ def chapter_pages(label: str, docnames: list[str]) -> list[str]:
     ``[notebooks/06_…]``, or for a chapter split into section pages its landing page and its
     sections, ``[book/chapter_06, notebooks/06_1_…, notebooks/06_2_…]``; ``"综合项目"`` ->
     ``notebooks/capstone_…``, ``"调试实验"`` -> ``notebooks/lab_…``, ``"附录"`` ->
-    ``notebooks/…appendix`` or, split, ``[book/appendix, notebooks/08_1_appendix_…, …]``."""
+    ``notebooks/…appendix`` or, split, ``[book/appendix, notebooks/08_1_appendix_…, …]``.
+    A section label names one section page: ``"6.2"`` -> ``[notebooks/06_2_…]``, ``"A.1"``
+    -> ``[notebooks/08_1_appendix_…]`` (the appendix's first section)."""
     label = label.strip()
+    section = re.fullmatch(r"(\d+|A)\.(\d+)", label)
+    if section:
+        chapter, number = section.groups()
+        pages = chapter_pages("附录" if chapter == "A" else f"第 {int(chapter)} 章", docnames)
+        found = [d for d in pages if re.match(rf"\d+_{int(number)}_", d.rsplit("/", 1)[-1])]
+        if len(found) == 1:
+            return found
+        raise ExtensionError(f"search_terms: the glossary names {label!r}, pages {found}")
     number = re.fullmatch(r"第\s*(\d+)\s*章", label)
     landing: list[str] = []
     if number:
@@ -367,7 +377,8 @@ def chapter_docname(label: str, docnames: list[str]) -> str:
 def first_use_link(label: str, docnames: list[str], glossary: str) -> str | None:
     """The page the glossary's 首次出现 cell ``label`` links to, or None where that is the
     glossary's own page ``glossary``: an appendix on one page names itself; a split appendix
-    links its landing page, which lists the section that first uses the term."""
+    links its landing page, which lists the section that first uses the term; a section
+    label (``"A.1"``) links that section's page."""
     target = chapter_docname(label, docnames)
     return None if target == glossary else target
 
@@ -539,8 +550,8 @@ def _write_texts(app: Sphinx, exception: Exception | None) -> None:
 
 
 def link_first_uses(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """In the glossary table, each 首次出现 cell ("第 6 章") links to that page, or to its
-    landing page where the chapter is split (see ``first_use_link``)."""
+    """In the glossary table, each 首次出现 cell ("第 6 章", "A.1") links to that page, or to
+    its landing page where the chapter is split (see ``first_use_link``)."""
     if (
         app.builder.format != "html"
         or docname != Path(app.config.search_glossary).with_suffix("").as_posix()

@@ -89,6 +89,8 @@ if TYPE_CHECKING:
     from lecturekit.chapters.ch06_sampling import bigram_table as bigram_table
     from lecturekit.chapters.ch06_sampling import prefix_table as prefix_table
     from lecturekit.chapters.ch06_sampling import repeated_bigram_rate as repeated_bigram_rate
+    from lecturekit.chapters.ch07_memory import H100_SXM as H100_SXM
+    from lecturekit.chapters.ch07_memory import GpuSpec as GpuSpec
     from lecturekit.chapters.ch07_memory import MemoryLevel as MemoryLevel
     from lecturekit.chapters.ch07_memory import OpTraffic as OpTraffic
     from lecturekit.chapters.ch07_memory import draw_memory_hierarchy as draw_memory_hierarchy

@@ -1,5 +1,7 @@
 """Chapter 7: where data lives on a GPU, and how many bytes an eager PyTorch expression moves.
 
+* ``H100_SXM`` holds the one GPU's cited figures the chapter computes with (peak FLOP/s,
+  memory bandwidth, on-chip memory per SM): sections 7.1 and 7.2 both import it.
 * ``draw_memory_hierarchy`` draws the levels of a GPU's memory (registers, shared memory,
   L2, HBM) as a stack of equal bars, fastest at the top, each labelled with the figures the
   caller passes (the notebook passes cited datasheet numbers), beside a sketch of a launch
@@ -23,7 +25,56 @@ from torch.utils._pytree import tree_leaves
 
 from lecturekit._common import check_int
 
-__all__ = ["MemoryLevel", "OpTraffic", "draw_memory_hierarchy", "eager_traffic"]
+__all__ = [
+    "H100_SXM",
+    "GpuSpec",
+    "MemoryLevel",
+    "OpTraffic",
+    "draw_memory_hierarchy",
+    "eager_traffic",
+]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU's published peaks and on-chip memory, the numbers a roofline estimate needs.
+
+    ``name``: the product, as the book writes it;
+    ``tensor_flops``: dense bf16 tensor-core FLOP/s;
+    ``fp32_flops``: float32 FLOP/s without tensor cores (a fused multiply-add counts as 2);
+    ``memory_bandwidth``: device memory (HBM) bytes per second;
+    ``registers_per_sm``, ``shared_memory_per_sm``: bytes of register file and the most
+    shared memory one streaming multiprocessor (SM) can have (NVIDIA's "KB" is 1024 bytes);
+    ``source``: where the figures are quoted from, as the book prints it (Chinese).
+    """
+
+    name: str
+    tensor_flops: float
+    fp32_flops: float
+    memory_bandwidth: float
+    registers_per_sm: int
+    shared_memory_per_sm: int
+    source: str
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte where the compute and bandwidth ceilings of the roofline meet
+        (bf16 tensor cores): an operator of lower arithmetic intensity is memory-bound."""
+        return self.tensor_flops / self.memory_bandwidth
+
+
+# The GPU of chapter 7's examples. Peaks: NVIDIA H100 SXM datasheet (bf16 dense 989 TFLOP/s,
+# float32 67 TFLOP/s, HBM3 3.35 TB/s); on-chip memory: NVIDIA H100 whitepaper (per SM,
+# 256 KB of registers, up to 228 KB of shared memory).
+H100_SXM = GpuSpec(
+    name="H100 SXM",
+    tensor_flops=989e12,
+    fp32_flops=67e12,
+    memory_bandwidth=3.35e12,
+    registers_per_sm=256 * 1024,
+    shared_memory_per_sm=228 * 1024,
+    source="NVIDIA H100 SXM 数据手册（算力、带宽）；NVIDIA H100 白皮书（寄存器、共享内存）",
+)
 
 
 @dataclass(frozen=True)
@@ -51,14 +102,15 @@ def draw_memory_hierarchy(
     ax_stack: Any = None,
     ax_grid: Any = None,
 ) -> Any:
-    """Draw ``levels`` (fastest first) as a stack, and a launch grid mapped onto SMs.
+    """Draw ``levels`` (fastest first) as a stack, and below it a launch grid mapped onto SMs.
 
-    Left panel: one bar per level, the fastest at the top, each labelled with its name,
-    capacity, bandwidth and scope. The bars are equally wide: capacity does not grow
-    steadily downwards (an SM has more register file than shared memory), so the figure
-    does not draw it as a pyramid. Right panel: ``n_programs`` program instances
-    of a launch grid, dealt round-robin onto ``n_sms`` streaming multiprocessors (a sketch
-    of the scheduling: the hardware decides the real order). Returns the figure.
+    Top panel: one bar per level, the fastest at the top, each labelled with its name, then
+    its capacity and bandwidth, then its scope (three short lines, so the figure can be
+    narrow and its text stays readable on a phone). The bars are equally wide: capacity does
+    not grow steadily downwards (an SM has more register file than shared memory), so the
+    figure does not draw it as a pyramid. Bottom panel: ``n_programs`` program instances of
+    a launch grid, dealt round-robin onto ``n_sms`` streaming multiprocessors (a sketch of
+    the scheduling: the hardware decides the real order). Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
@@ -69,7 +121,7 @@ def draw_memory_hierarchy(
         raise ValueError("levels must name at least one memory level")
     if ax_stack is None or ax_grid is None:
         fig, (ax_stack, ax_grid) = plt.subplots(
-            1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.5, 1]}
+            2, 1, figsize=(7, 7.6), gridspec_kw={"height_ratios": [1.7, 1]}, layout="constrained"
         )
     fig = ax_stack.figure
     n = len(levels)
@@ -77,35 +129,38 @@ def draw_memory_hierarchy(
     middle = left + width / 2
     for i, level in enumerate(levels):
         y = n - 1 - i
-        ax_stack.add_patch(Rectangle((left, y + 0.08), width, 0.84, color=f"C{i}", alpha=0.35))
-        detail = "，".join(t for t in (level.capacity, level.bandwidth, level.scope) if t)
-        ax_stack.text(middle, y + 0.62, level.name, ha="center", va="center", fontsize=11)
-        ax_stack.text(middle, y + 0.3, detail, ha="center", va="center", fontsize=8.5)
+        ax_stack.add_patch(Rectangle((left, y + 0.06), width, 0.88, color=f"C{i}", alpha=0.35))
+        ax_stack.text(middle, y + 0.72, level.name, ha="center", va="center", fontsize=13)
+        detail = "，".join(t for t in (level.capacity, level.bandwidth) if t)
+        ax_stack.text(middle, y + 0.45, detail, ha="center", va="center", fontsize=12)
+        ax_stack.text(middle, y + 0.2, level.scope, ha="center", va="center", fontsize=12)
     ax_stack.annotate(
         "",
         xy=(0.02, n - 0.1),
         xytext=(0.02, 0.1),
         arrowprops={"arrowstyle": "->", "color": "gray"},
     )
-    ax_stack.text(0.04, n / 2, "越往上越快、越靠近计算单元", rotation=90, va="center", fontsize=9)
+    ax_stack.text(0.05, n / 2, "越往上越快、越靠近计算单元", rotation=90, va="center", fontsize=12)
     ax_stack.set_xlim(0, 1)
     ax_stack.set_ylim(0, n)
     ax_stack.axis("off")
-    ax_stack.set_title(title, fontsize=11)
+    ax_stack.set_title(title, fontsize=13)
 
     for sm in range(n_sms):
         ax_grid.add_patch(Rectangle((sm * 1.1, 0), 1, 3.2, fill=False, lw=1.2))
-        ax_grid.text(sm * 1.1 + 0.5, 3.35, f"SM {sm}", ha="center", fontsize=9)
+        ax_grid.text(sm * 1.1 + 0.5, 3.35, f"SM {sm}", ha="center", fontsize=12)
     for pid in range(n_programs):
         sm, slot = pid % n_sms, pid // n_sms
         ax_grid.add_patch(
             Rectangle((sm * 1.1 + 0.1, 2.4 - slot * 0.8), 0.8, 0.6, color="C0", alpha=0.4)
         )
-        ax_grid.text(sm * 1.1 + 0.5, 2.7 - slot * 0.8, f"pid {pid}", ha="center", fontsize=8)
+        ax_grid.text(
+            sm * 1.1 + 0.5, 2.7 - slot * 0.8, f"pid {pid}", ha="center", va="center", fontsize=12
+        )
     ax_grid.set_xlim(-0.1, n_sms * 1.1)
-    ax_grid.set_ylim(-0.2, 3.7)
+    ax_grid.set_ylim(-0.2, 3.8)
     ax_grid.axis("off")
-    ax_grid.set_title(f"示意：{n_programs} 个程序实例（线程块）分到 {n_sms} 个 SM 上", fontsize=11)
+    ax_grid.set_title(f"示意：{n_programs} 个程序实例（线程块）分到 {n_sms} 个 SM 上", fontsize=13)
     return fig
 
 
