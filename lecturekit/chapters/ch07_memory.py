@@ -63,9 +63,9 @@ class GpuSpec:
         return self.tensor_flops / self.memory_bandwidth
 
 
-# The GPU of chapter 7's examples. Peaks: NVIDIA H100 SXM datasheet (bf16 dense 989 TFLOP/s,
-# float32 67 TFLOP/s, HBM3 3.35 TB/s); on-chip memory: NVIDIA H100 whitepaper (per SM,
-# 256 KB of registers, up to 228 KB of shared memory).
+# The GPU of chapter 7's examples. NVIDIA H100 whitepaper: bf16 dense 989 TFLOP/s (the
+# datasheet's 1,979 is with structured sparsity) and, per SM, 256 KB of registers and up to
+# 228 KB of shared memory; NVIDIA H100 SXM datasheet: float32 67 TFLOP/s, HBM3 3.35 TB/s.
 H100_SXM = GpuSpec(
     name="H100 SXM",
     tensor_flops=989e12,
@@ -73,7 +73,10 @@ H100_SXM = GpuSpec(
     memory_bandwidth=3.35e12,
     registers_per_sm=256 * 1024,
     shared_memory_per_sm=228 * 1024,
-    source="NVIDIA H100 SXM 数据手册（算力、带宽）；NVIDIA H100 白皮书（寄存器、共享内存）",
+    source=(
+        "NVIDIA H100 白皮书（bf16 稠密算力，数据手册的 1,979 TFLOP/s 是含稀疏的值；寄存器、"
+        "共享内存）；NVIDIA H100 SXM 数据手册（float32 算力、带宽）"
+    ),
 )
 
 
