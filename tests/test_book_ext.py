@@ -126,6 +126,25 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     del titles[split[3]]  # no chapter title names it: the first-use chapter's definition
     ranks = search_terms.teaching_chapters(rows[:1], split, titles, {}, texts)
     assert ranks["注意力"] == split[1]
+    # a heading may name the term by its short English name; of two sections that define
+    # it, the one the heading picks stays (3.1 previews LayerNorm, 3.2 teaches it)
+    row = search_terms.GlossaryRow(("层归一化",), (), "layer normalization (LayerNorm)", "第 3 章")
+    split = ["book/chapter_03", "notebooks/03_1_encoder", "notebooks/03_2_norm"]
+    texts = {split[1]: "层归一化 (layer normalization)", split[2]: "层归一化 (LayerNorm)"}
+    headings = {split[1]: ["Norm 的位置"], split[2]: ["LayerNorm 与 BatchNorm"]}
+    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    assert ranks["layernorm"] == ranks["层归一化"] == split[2]
+    headings = {split[1]: ["SuperLayerNorm"], split[2]: []}  # not a whole word: first use
+    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    assert ranks["layernorm"] == split[1]
+    # a gloss names the term's own English name: "多头自注意力 (multi-head …)" on 2.2 does not
+    # define 自注意力, so 2.2's heading yields to 2.1, which does
+    row = search_terms.GlossaryRow(("自注意力",), (), "self-attention", "第 2 章")
+    split = ["book/chapter_02", "notebooks/02_1_dot_product", "notebooks/02_2_multihead"]
+    texts = {split[1]: "子层自注意力 (self-attention)", split[2]: "多头自注意力 (multi-head)"}
+    headings = {split[2]: ["自注意力不知道顺序"]}
+    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    assert ranks["self-attention"] == split[1]
     with pytest.raises(ExtensionError, match="第 6 章"):  # two pages, neither a section
         search_terms.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
     with pytest.raises(ExtensionError, match="第 9 章"):

@@ -168,7 +168,7 @@ def test_the_check_cells_of_the_named_self_tests_are_found() -> None:
         "notebooks/02_1_scaled_dot_product.html": 2,
         "notebooks/03_1_encoder_layer.html": 4,
         "notebooks/03_2_norm_residual.html": 1,
-        "notebooks/05_1_teacher_forcing_loss.html": 2,
+        "notebooks/05_1_teacher_forcing_loss.html": 3,
         "notebooks/05_2_training_run.html": 1,
         "notebooks/06_1_decoding.html": 1,
         "notebooks/07_2_attention_traffic.html": 1,

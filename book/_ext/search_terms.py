@@ -436,10 +436,24 @@ def teaching_chapters(
     for row in glossary:
         term = row.terms[0]
 
-        def glossed(pages: list[str], term: str = term) -> list[str]:
+        # the first word of each English name: "自注意力 (self-attention" glosses 自注意力,
+        # "多头自注意力 (multi-head …" does not; nor does "层归一化 (Post-LN" gloss 层归一化
+        english_words = {
+            re.split(r"[\s,;]+", e.strip())[0]
+            for e in [*re.split(r"\s+/\s+", row.english), *PARENTHESISED.findall(row.english)]
+            if e.strip()
+        }
+        gloss = re.compile(
+            re.escape(term)
+            + r"\s*[(（]\s*(?:"
+            + "|".join(map(re.escape, sorted(english_words)))
+            + r")(?![A-Za-z])",
+            re.IGNORECASE,
+        )
+
+        def glossed(pages: list[str], gloss: re.Pattern = gloss) -> list[str]:
             """The pages that define the term: give its English name beside it."""
-            gloss = re.escape(term) + r"\s*[(（]\s*[A-Za-z]"
-            return [d for d in pages if re.search(gloss, text(d, ""))]
+            return [d for d in pages if gloss.search(text(d, ""))]
 
         def taught_in(pages: list[str], term: str = term) -> str:
             """Of one chapter's pages: where it defines the term, names it in a title, uses it."""
@@ -454,14 +468,23 @@ def teaching_chapters(
         # a chapter's title (a landing page's, or an unsplit chapter's), then a section's
         in_title = [taught_in(_section_pages(d, order)) for d in named if not _is_section(d)]
         in_title += [d for d in named if _is_section(d)]
+        # a heading names the term by its Chinese name or its short English name, as
+        # "LayerNorm 与 BatchNorm" names 层归一化 (a whole word: "at" is not in "attention")
+        short = [
+            rf"(?<![A-Za-z]){re.escape(n)}(?![A-Za-z])" for n in PARENTHESISED.findall(row.english)
+        ]
+        heading_names = re.compile("|".join([*map(re.escape, row.terms), *short]))
         in_heading = [
             d for d in order
             if re.match(r"\d", d.rsplit("/", 1)[-1])
-            and any(term in h for h in headings.get(d, []) if not h.startswith(("自测", "[")))
+            and any(heading_names.search(h) for h in headings.get(d, [])
+                    if not h.startswith(("自测", "[")))
         ]  # fmt: skip
         chapter = (in_title or in_heading or [first_use])[0]
-        # of a chapter split into sections, the section that defines the term
-        chapter = (glossed(_chapter_of(chapter, order)) or [chapter])[0]
+        # of a chapter split into sections, a section that defines the term: this page if it
+        # does, else the first that does
+        defined = glossed(_chapter_of(chapter, order))
+        chapter = chapter if chapter in defined else (defined or [chapter])[0]
         english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
         # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
         names = [*row.terms, *english]
