@@ -178,18 +178,19 @@ def _outline_tree(reader, outline=None) -> list[tuple[str, int, list]]:  # type:
     return tree
 
 
+def _title(name: str) -> str:
+    """A document's title: the first line of its notebook or page (``name`` as in _toc.yml)."""
+    path = next((ROOT / name).parent.glob(Path(name).name + ".*"))
+    if path.suffix == ".ipynb":
+        first = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
+    else:
+        first = path.read_text(encoding="utf-8").splitlines()[0]
+    return first.removeprefix("# ").strip()
+
+
 def _doc_titles() -> dict[str, str]:
-    """The title of each document of _toc.yml's parts: a notebook's or a page's first line."""
-    titles = {}
-    for _, documents in book_parts():
-        for name in documents:
-            path = next((ROOT / name).parent.glob(Path(name).name + ".*"))
-            if path.suffix == ".ipynb":
-                first = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
-            else:
-                first = path.read_text(encoding="utf-8").splitlines()[0]
-            titles[name] = first.removeprefix("# ").strip()
-    return titles
+    """The title of each document of _toc.yml's parts."""
+    return {name: _title(name) for _, documents in book_parts() for name in documents}
 
 
 def test_bookmarks_have_parts_and_clean_titles(reader) -> None:  # type: ignore[no-untyped-def]
@@ -221,11 +222,7 @@ def _section_titles() -> set[str]:
     """The titles of the section pages of _toc.yml (a split chapter's notebooks)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     return {
-        nbformat.read(ROOT / f"{section['file']}.ipynb", as_version=4)
-        .cells[0]
-        .source.splitlines()[0]
-        .removeprefix("# ")
-        .strip()
+        _title(section["file"])
         for part in toc["parts"]
         for chapter in part.get("chapters", [])
         for section in chapter.get("sections", [])

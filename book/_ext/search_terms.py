@@ -392,22 +392,18 @@ def _is_section(docname: str) -> bool:
     return re.match(r"\d+_\d+_", docname.rsplit("/", 1)[-1]) is not None
 
 
-def _chapter_of(docname: str, order: list[str]) -> list[str]:
-    """The section pages of the chapter a section page belongs to (``notebooks/06_2_…`` ->
-    ``[notebooks/06_1_…, notebooks/06_2_…, …]``), or ``[docname]`` for any other page."""
-    if not _is_section(docname):
+def _chapter_sections(docname: str, order: list[str]) -> list[str]:
+    """The section pages of the chapter ``docname`` belongs to, for a landing page or one of
+    its sections (``book/chapter_06`` or ``notebooks/06_2_…`` -> ``[notebooks/06_1_…,
+    notebooks/06_2_…, …]``); ``[docname]`` for a page of an unsplit chapter."""
+    if LANDING.fullmatch(docname):
+        number = re.fullmatch(r"book/chapter_(\d+)", docname)
+        label = f"第 {int(number.group(1))} 章" if number else "附录"
+    elif _is_section(docname):
+        label = f"第 {int(docname.rsplit('/', 1)[-1].split('_', 1)[0])} 章"
+    else:
         return [docname]
-    number = int(docname.rsplit("/", 1)[-1].split("_", 1)[0])
-    return [d for d in chapter_pages(f"第 {number} 章", order) if not d.startswith("book/")]
-
-
-def _section_pages(docname: str, order: list[str]) -> list[str]:
-    """A landing page's section pages (``book/chapter_06`` -> ``notebooks/06_…``), or
-    ``[docname]`` for a page that is not a landing page."""
-    if not LANDING.fullmatch(docname):
-        return [docname]
-    number = re.fullmatch(r"book/chapter_(\d+)", docname)
-    return chapter_pages(f"第 {int(number.group(1))} 章" if number else "附录", order)[1:]
+    return [d for d in chapter_pages(label, order) if not d.startswith("book/")]
 
 
 def teaching_chapters(
@@ -435,13 +431,13 @@ def teaching_chapters(
     text = (texts or {}).get
     for row in glossary:
         term = row.terms[0]
+        english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
+        short = PARENTHESISED.findall(row.english)  # "LayerNorm" of "layer normalization (…)"
 
         # the first word of each English name: "自注意力 (self-attention" glosses 自注意力,
         # "多头自注意力 (multi-head …" does not; nor does "层归一化 (Post-LN" gloss 层归一化
         english_words = {
-            re.split(r"[\s,;]+", e.strip())[0]
-            for e in [*re.split(r"\s+/\s+", row.english), *PARENTHESISED.findall(row.english)]
-            if e.strip()
+            re.split(r"[\s,;]+", e.strip())[0] for e in [*english, *short] if e.strip()
         }
         gloss = re.compile(
             re.escape(term)
@@ -466,14 +462,12 @@ def teaching_chapters(
         )
         named = [d for d in order if term in titles.get(d, "")]
         # a chapter's title (a landing page's, or an unsplit chapter's), then a section's
-        in_title = [taught_in(_section_pages(d, order)) for d in named if not _is_section(d)]
+        in_title = [taught_in(_chapter_sections(d, order)) for d in named if not _is_section(d)]
         in_title += [d for d in named if _is_section(d)]
         # a heading names the term by its Chinese name or its short English name, as
         # "LayerNorm 与 BatchNorm" names 层归一化 (a whole word: "at" is not in "attention")
-        short = [
-            rf"(?<![A-Za-z]){re.escape(n)}(?![A-Za-z])" for n in PARENTHESISED.findall(row.english)
-        ]
-        heading_names = re.compile("|".join([*map(re.escape, row.terms), *short]))
+        whole_words = [rf"(?<![A-Za-z]){re.escape(n)}(?![A-Za-z])" for n in short]
+        heading_names = re.compile("|".join([*map(re.escape, row.terms), *whole_words]))
         in_heading = [
             d for d in order
             if re.match(r"\d", d.rsplit("/", 1)[-1])
@@ -483,13 +477,12 @@ def teaching_chapters(
         chapter = (in_title or in_heading or [first_use])[0]
         # of a chapter split into sections, a section that defines the term: this page if it
         # does, else the first that does
-        defined = glossed(_chapter_of(chapter, order))
+        defined = glossed(_chapter_sections(chapter, order))
         chapter = chapter if chapter in defined else (defined or [chapter])[0]
-        english = [e.strip() for e in re.split(r"\s+/\s+", row.english)]  # not "A100/H100"
         # "layer normalization (LayerNorm)" is also found as "layer normalization", "LayerNorm"
         names = [*row.terms, *english]
         names += [PARENTHESISED.sub("", e) for e in english]
-        names += [q for e in english for q in PARENTHESISED.findall(e)]
+        names += short
         for name in names:
             key = re.sub(r"\s+", " ", name.strip().lower())
             if key:
