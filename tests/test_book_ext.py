@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 import figures  # noqa: E402
 import search_terms  # noqa: E402
 import static_widgets  # noqa: E402
+import term_ranks  # noqa: E402
 import theme_zh  # noqa: E402
 from sphinx.errors import ExtensionError  # noqa: E402
 
@@ -98,19 +99,19 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
         "notebooks/06_exposure_bias": ["贪心解码与束搜索"],
         "notebooks/capstone_pinyin": ["基线：逐字查表"],
     }
-    ranks = search_terms.teaching_chapters(rows, order, titles, headings)
+    ranks = term_ranks.teaching_chapters(rows, order, titles, headings)
     assert ranks["注意力"] == ranks["attention"] == "notebooks/02_attention"  # the title
     assert ranks["beam search"] == ranks["束宽"] == "notebooks/06_exposure_bias"  # a heading
     assert ranks["layernorm"] == ranks["layer normalization"] == "notebooks/03_encoder"
     assert ranks["baseline"] == "notebooks/06_exposure_bias"  # not the capstone's heading
     assert ranks["gpu memory (hbm on a100/h100)"] == "notebooks/02_attention"
     split = ["book/chapter_06", "notebooks/06_1_decoding", "notebooks/06_2_exposure_bias"]
-    assert search_terms.chapter_docname("第 6 章", ["notebooks/05_training", *split]) == split[0]
+    assert term_ranks.chapter_docname("第 6 章", ["notebooks/05_training", *split]) == split[0]
     row = search_terms.GlossaryRow(("基线",), (), "baseline", "第 6 章")
-    ranks = search_terms.teaching_chapters([row], split, {split[0]: "第 6 章 基线"}, {})
+    ranks = term_ranks.teaching_chapters([row], split, {split[0]: "第 6 章 基线"}, {})
     assert ranks["baseline"] == split[1]  # not the landing page, though its title names it
     texts = {split[1]: "基线", split[2]: "减去基线 (baseline)"}  # defined in the second
-    ranks = search_terms.teaching_chapters([row], split, {}, {split[1]: ["比较基线"]}, texts)
+    ranks = term_ranks.teaching_chapters([row], split, {}, {split[1]: ["比较基线"]}, texts)
     assert ranks["baseline"] == split[2]  # the definition, not the heading, in one chapter
     # a chapter's title outranks an earlier section's title: 注意力 is named by section 1.2's
     # title and defined on 1.1, but taught by chapter 2, whose landing title names it
@@ -121,10 +122,10 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     titles = {split[2]: "1.2 玩具任务与注意力", split[3]: "第 2 章 注意力 (attention)"}
     titles |= {split[4]: "2.1 缩放点积注意力", split[5]: "2.2 多头注意力"}
     texts = {split[1]: "注意力 (attention)", split[2]: "注意力", split[4]: "注意力是查字典"}
-    ranks = search_terms.teaching_chapters(rows[:1], split, titles, {}, texts)
+    ranks = term_ranks.teaching_chapters(rows[:1], split, titles, {}, texts)
     assert ranks["注意力"] == ranks["attention"] == split[4]  # not 1.1 (glossed), not 2.2
     del titles[split[3]]  # no chapter title names it: the first-use chapter's definition
-    ranks = search_terms.teaching_chapters(rows[:1], split, titles, {}, texts)
+    ranks = term_ranks.teaching_chapters(rows[:1], split, titles, {}, texts)
     assert ranks["注意力"] == split[1]
     # a heading may name the term by its short English name; of two sections that define
     # it, the one the heading picks stays (3.1 previews LayerNorm, 3.2 teaches it)
@@ -132,10 +133,10 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     split = ["book/chapter_03", "notebooks/03_1_encoder", "notebooks/03_2_norm"]
     texts = {split[1]: "层归一化 (layer normalization)", split[2]: "层归一化 (LayerNorm)"}
     headings = {split[1]: ["Norm 的位置"], split[2]: ["LayerNorm 与 BatchNorm"]}
-    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    ranks = term_ranks.teaching_chapters([row], split, {}, headings, texts)
     assert ranks["layernorm"] == ranks["层归一化"] == split[2]
     headings = {split[1]: ["SuperLayerNorm"], split[2]: []}  # not a whole word: first use
-    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    ranks = term_ranks.teaching_chapters([row], split, {}, headings, texts)
     assert ranks["layernorm"] == split[1]
     # a gloss names the term's own English name: "多头自注意力 (multi-head …)" on 2.2 does not
     # define 自注意力, so 2.2's heading yields to 2.1, which does
@@ -143,12 +144,12 @@ def test_teaching_chapters_prefer_title_then_heading_then_first_use() -> None:
     split = ["book/chapter_02", "notebooks/02_1_dot_product", "notebooks/02_2_multihead"]
     texts = {split[1]: "子层自注意力 (self-attention)", split[2]: "多头自注意力 (multi-head)"}
     headings = {split[2]: ["自注意力不知道顺序"]}
-    ranks = search_terms.teaching_chapters([row], split, {}, headings, texts)
+    ranks = term_ranks.teaching_chapters([row], split, {}, headings, texts)
     assert ranks["self-attention"] == split[1]
     with pytest.raises(ExtensionError, match="第 6 章"):  # two pages, neither a section
-        search_terms.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
+        term_ranks.chapter_docname("第 6 章", ["notebooks/06_a", "notebooks/06_b"])
     with pytest.raises(ExtensionError, match="第 9 章"):
-        search_terms.teaching_chapters(
+        term_ranks.teaching_chapters(
             [search_terms.GlossaryRow(("x",), (), "x", "第 9 章")], order, {}, {}
         )
 
@@ -161,14 +162,14 @@ def test_the_appendix_links_its_landing_page_or_nothing() -> None:
         "notebooks/08_3_appendix_reference",
     ]
     docnames = ["notebooks/07_kernels", *appendix, "notebooks/lab_debugging"]
-    assert search_terms.chapter_pages("附录", docnames) == appendix
+    assert term_ranks.chapter_pages("附录", docnames) == appendix
     glossary = appendix[-1]
-    assert search_terms.first_use_link("附录", docnames, glossary) == "book/appendix"
-    assert search_terms.first_use_link("调试实验", docnames, glossary) == "notebooks/lab_debugging"
+    assert term_ranks.first_use_link("附录", docnames, glossary) == "book/appendix"
+    assert term_ranks.first_use_link("调试实验", docnames, glossary) == "notebooks/lab_debugging"
     one_page = ["notebooks/07_kernels", "notebooks/08_appendix"]  # the glossary's own page
-    assert search_terms.first_use_link("附录", one_page, "notebooks/08_appendix") is None
+    assert term_ranks.first_use_link("附录", one_page, "notebooks/08_appendix") is None
     with pytest.raises(ExtensionError, match="附录"):  # two appendix pages, neither a section
-        search_terms.chapter_pages("附录", ["notebooks/08_appendix", "notebooks/09_appendix"])
+        term_ranks.chapter_pages("附录", ["notebooks/08_appendix", "notebooks/09_appendix"])
 
 
 def test_a_section_label_names_its_section_page() -> None:
@@ -180,15 +181,15 @@ def test_a_section_label_names_its_section_page() -> None:
     ]
     chapter_6 = ["book/chapter_06", "notebooks/06_1_decoding", "notebooks/06_2_exposure_bias"]
     docnames = [*chapter_6, "notebooks/07_kernels", *appendix]
-    assert search_terms.chapter_pages("A.1", docnames) == [appendix[1]]
-    assert search_terms.chapter_pages(" A.2 ", docnames) == [appendix[2]]
-    assert search_terms.chapter_pages("6.2", docnames) == [chapter_6[2]]
-    assert search_terms.first_use_link("A.2", docnames, appendix[-1]) == appendix[2]
-    assert search_terms.first_use_link("A.3", docnames, appendix[-1]) is None  # the glossary
-    assert search_terms.chapter_pages("第 6 章", docnames) == chapter_6  # chapter labels stay
+    assert term_ranks.chapter_pages("A.1", docnames) == [appendix[1]]
+    assert term_ranks.chapter_pages(" A.2 ", docnames) == [appendix[2]]
+    assert term_ranks.chapter_pages("6.2", docnames) == [chapter_6[2]]
+    assert term_ranks.first_use_link("A.2", docnames, appendix[-1]) == appendix[2]
+    assert term_ranks.first_use_link("A.3", docnames, appendix[-1]) is None  # the glossary
+    assert term_ranks.chapter_pages("第 6 章", docnames) == chapter_6  # chapter labels stay
     for missing in ("A.4", "6.3", "7.1"):  # no such section; chapter 7 is one page
         with pytest.raises(ExtensionError, match=re.escape(missing)):
-            search_terms.chapter_pages(missing, docnames)
+            term_ranks.chapter_pages(missing, docnames)
 
 
 def test_figure_titles_are_read_from_string_literals() -> None:
