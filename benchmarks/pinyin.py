@@ -18,12 +18,14 @@ The beam-pruned searches (the trigram, 32 paths, and the fused engine on it) kee
 when asked for more candidates, so their first candidate depends on ``k``: their CER and exact
 match are scored on a search with ``k = 1``, their top-5 on one with ``k = 5``.
 
-Then the trigram's learning curve: the trigram counted on nested block subsets of the
-training clauses (1/16, 1/8, 1/4, 1/2, 1: whole blocks of 50 lines,
-:func:`lecturekit.capstone.analysis.block_subsets`), with the chosen discount, scored with
-``k = 1`` on the same test clauses.
+The best Transformer-only engine minus the trigram, with a 95 % interval from a bootstrap over
+whole blocks. Then the learning curves on nested block subsets of the training clauses (1/16,
+1/8, 1/4, 1/2, 1: whole blocks of 50 lines, :func:`lecturekit.capstone.analysis.block_subsets`):
+the trigram counted on each (the chosen discount), the tagger trained on each
+(``ime-sentences-nat-1of<n>``, shipped at its best validation CER) and the two fused with the
+chosen weight, scored with ``k = 1`` on the same test clauses.
 
-The models are whatever checkpoint exists (``python -m lecturekit.pretrained build
+The models are whatever checkpoint exists (``python -m lecturekit.capstone build
 ime-sentences-at --max-minutes 30``, repeated until finished); the header says how many steps
 each has had. Then the same systems on ``--ood-n`` review clauses (out of domain, a seeded
 sample). Last, the latency of the input method: the median wall time of beam search
@@ -31,10 +33,10 @@ sample). Last, the latency of the input method: the median wall time of beam sea
 
 Last lines: ``RESULT pinyin_cer`` (Transformer, beam), ``pinyin_cer_bigram``,
 ``pinyin_cer_best_ngram`` (the better of bigram and trigram), ``pinyin_cer_p2h``,
-``pinyin_cer_nat``, ``pinyin_cer_transformer`` (the better of the Transformer-only engines:
+``pinyin_cer_nat``, ``pinyin_cer_transformer`` (the best of the Transformer-only engines:
 beam search, greedy, the tagger), ``pinyin_cer_trigram`` (``k = 1``), ``pinyin_cer_fused``
-(the tagger with the trigram, ``k = 1``), ``curve_trigram_<fraction>`` for the five fractions
-and ``pinyin_latency_ms``.
+(the tagger with the trigram, ``k = 1``), ``curve_<trigram|nat|fused>_<fraction>`` for the
+five fractions and ``pinyin_latency_ms``.
 
     python benchmarks/pinyin.py [--n 6222] [--valid-n 1000] [--ood-n 1000] [--beam 5] [--no-p2h]
 """
@@ -51,23 +53,23 @@ import time
 import torch
 from ngram_ime import pairs_of, tune
 
-from lecturekit.capstone.analysis import SyllableUnigram, block_subsets
+from lecturekit.capstone.analysis import SyllableUnigram, block_subsets, paired_cer_difference
 from lecturekit.capstone.engines import HmmBaseline, TransformerIME
 from lecturekit.capstone.models import load_sentence_model
-from lecturekit.capstone.ngram import NgramIME, evaluate_clauses
+from lecturekit.capstone.ngram import NgramIME, evaluate_clauses, sentence_scores
 from lecturekit.capstone.tagger import FusedIME, TaggerIME, ime_candidates
 from lecturekit.data.sentences import split_sentences
 
 
-def load_models():
-    """The two shipped sentence models, or exit naming the command that builds them."""
+def load_models(names=("ime-sentences-at", "ime-sentences-nat")):
+    """The shipped sentence models ``names``, or exit naming the command that builds them."""
     models = {}
-    for name in ("ime-sentences-at", "ime-sentences-nat"):
+    for name in names:
         try:
             models[name] = load_sentence_model(name)
         except FileNotFoundError:
             sys.exit(
-                f"no checkpoint of {name!r}: build it first with `python -m lecturekit.pretrained "
+                f"no checkpoint of {name!r}: build it first with `python -m lecturekit.capstone "
                 f"build {name} --max-minutes 30` (repeat until it reports finished)"
             )
         meta = models[name].metadata
@@ -120,19 +122,43 @@ def score(tag, system, pairs) -> float:
     return first.cer[0]
 
 
-def trigram_curve(split, trigram, test) -> dict[float, float]:
-    """The trigram's test CER (k = 1) counted on nested block subsets of the training split."""
-    curve = {}
-    print("\ntrigram learning curve (nested whole-block subsets, k = 1):")
+def curves(split, trigram, fused, test) -> dict[str, dict[float, float]]:
+    """The learning curves' test CERs (k = 1) on nested block subsets of the training split:
+    the trigram counted on each subset, the tagger trained on it (``ime-sentences-nat-1of<n>``;
+    the whole-data tagger at 1) and the two fused with the chosen weight."""
+    out: dict[str, dict[float, float]] = {"trigram": {}, "nat": {}, "fused": {}}
+    print("\nlearning curves (nested whole-block subsets, k = 1):")
     for fraction, clauses in zip(
         FRACTIONS, block_subsets(split.train, FRACTIONS, split.block_lines), strict=True
     ):
         ime = NgramIME(pairs_of(clauses), 3, trigram.lm.discount, beam=trigram.beam)
-        scores = evaluate_clauses(ime.candidates, test, k=1)
+        name = (
+            "ime-sentences-nat" if fraction == 1 else f"ime-sentences-nat-1of{round(1 / fraction)}"
+        )
+        nat = load_models([name])[name]
+        tagger = TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab)
         chars = sum(len(c.text) for c in clauses)
-        print(scores.row(f"{fraction:.4f} ({chars} chars)"), flush=True)
-        curve[fraction] = scores.cer[0]
-    return curve
+        for tag, system in (
+            ("trigram", ime),
+            ("nat", tagger),
+            ("fused", FusedIME(tagger, ime, fused.weight)),
+        ):
+            scores = evaluate_clauses(system.candidates, test, k=1)
+            print(scores.row(f"{tag} {fraction:.4f} ({chars} chars)"), flush=True)
+            out[tag][fraction] = scores.cer[0]
+    return out
+
+
+def paired_difference(a, b, clauses, block_lines: int) -> str:
+    """CER of system ``a`` minus system ``b`` on ``clauses`` (k = 1) with a 95 % interval from
+    a bootstrap over whole blocks (clauses of one block are not independent)."""
+    texts = [c.text for c in clauses]
+    pinyins = [c.pinyin for c in clauses]
+    sa = sentence_scores(a.candidates(pinyins, 1), texts, k=1)
+    sb = sentence_scores(b.candidates(pinyins, 1), texts, k=1)
+    groups = [c.line // block_lines for c in clauses]
+    diff, low, high = paired_cer_difference(sa["edits"], sb["edits"], sa["chars"], groups=groups)
+    return f"{diff:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def main() -> None:
@@ -174,7 +200,11 @@ def main() -> None:
     }
     print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
     cer = {tag: score(tag, system, test) for tag, system in systems.items()}
-    curve = trigram_curve(split, trigram, test)
+    curve = curves(split, trigram, fused, test)
+    alone = ("at_beam", "at_greedy", "nat")  # a Transformer's scores only
+    best = min(alone, key=cer.get)
+    difference = paired_difference(systems[best], trigram, split.test[: args.n], split.block_lines)
+    print(f"\n{best} minus trigram (k = 1), block bootstrap: {difference}")
     if args.ood_n:
         ood = pairs_of(random.Random("ood").sample(split.ood, min(args.ood_n, len(split.ood))))
         print(f"\nout of domain ({len(ood)} review clauses): same columns")
@@ -188,12 +218,13 @@ def main() -> None:
     if "p2h" in cer:
         print(f"RESULT pinyin_cer_p2h {cer['p2h']:.4f}")
     print(f"RESULT pinyin_cer_nat {cer['nat']:.4f}")
-    transformer = min(cer["at_beam"], cer["at_greedy"], cer["nat"])
+    transformer = cer[best]
     print(f"RESULT pinyin_cer_transformer {transformer:.4f}")
     print(f"RESULT pinyin_cer_trigram {cer['trigram']:.4f}")
     print(f"RESULT pinyin_cer_fused {cer['nat_trigram']:.4f}")
-    for fraction, value in curve.items():
-        print(f"RESULT curve_trigram_{fraction:g} {value:.4f}")
+    for system, points in curve.items():
+        for fraction, value in points.items():
+            print(f"RESULT curve_{system}_{fraction:g} {value:.4f}")
     print(f"RESULT pinyin_latency_ms {latency:.1f}")
 
 

@@ -351,7 +351,8 @@ def test_a_missing_font_fails_the_page_check(browser, tmp_path: Path) -> None:  
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from search_terms import HAN, chapter_docname, glossary_rows  # noqa: E402
+from search_terms import HAN, glossary_rows  # noqa: E402
+from term_ranks import chapter_docname  # noqa: E402
 
 GLOSSARY = glossary_rows(ROOT / "notebooks" / "08_3_appendix_reference.ipynb")
 # Typed into the search field of a chapter page, as a reader does; the last two are the

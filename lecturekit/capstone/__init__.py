@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.engines import next_char_steps as next_char_steps
     from lecturekit.capstone.engines import teacher_forced_texts as teacher_forced_texts
     from lecturekit.capstone.models import FUSION_WEIGHT as FUSION_WEIGHT
+    from lecturekit.capstone.models import NAT_CURVE_STEPS as NAT_CURVE_STEPS
     from lecturekit.capstone.models import SENTENCE_RECIPES as SENTENCE_RECIPES
     from lecturekit.capstone.models import TRIGRAM_BEAM as TRIGRAM_BEAM
     from lecturekit.capstone.models import TRIGRAM_DISCOUNT as TRIGRAM_DISCOUNT
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.models import SentenceRecipe as SentenceRecipe
     from lecturekit.capstone.models import at_engine as at_engine
     from lecturekit.capstone.models import best_engine as best_engine
+    from lecturekit.capstone.models import best_path as best_path
     from lecturekit.capstone.models import load_sentence_model as load_sentence_model
     from lecturekit.capstone.models import make_sentence_model as make_sentence_model
     from lecturekit.capstone.models import sentence_checkpoint_path as sentence_checkpoint_path

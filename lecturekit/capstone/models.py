@@ -23,12 +23,19 @@ Built from them, as the input box's defaults: :func:`best_engine` (the tagger fu
 trigram HMM, the chapter's most accurate engine) and :func:`at_engine` (the AT with beam
 search, the engine the chapter explains).
 
-No hyperparameter was tuned, on validation or on test: the sizes follow the 24 MiB budget of
-shipped files. The validation split only feeds the history: at every ``eval_every`` steps,
+The tagger's **learning curve**: ``ime-sentences-nat-1of16`` ... ``-1of2``, the tagger's recipe
+on nested shares of the training blocks (the subsets the chapter counts the trigram on), each
+shipped at its best validation CER within its step cap (``keep_best``; :func:`best_path`
+keeps the best weights between pieces) and in int8 (``weights="int8"``), so that all shipped
+files fit in 40 MiB.
+
+No hyperparameter was tuned, on validation or on test: the sizes follow the budget of shipped
+files (24 MiB before the curve's four files). The validation split only feeds the history: at every ``eval_every`` steps,
 the mean training loss since the last point and the validation CER (greedy with the model's
 own EOS / argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics`` hook, which draws
 none of the training's random numbers). The file written at a stop between those steps has
-one more point, at the stop; the next piece goes on with the history of an uninterrupted run. The shipped files were trained by
+one more point, at the stop; the next piece goes on with the history of an uninterrupted run
+(a ``keep_best`` piece stops at a history point only). The whole-data files were trained by
 the package's earlier sentence trainer with the same recipes (the same schedule, loss,
 optimiser and bucketing; another batch order and dropout stream), on which their histories
 and ``benchmarks/RESULTS.md``'s timings were measured.
@@ -36,8 +43,8 @@ and ``benchmarks/RESULTS.md``'s timings were measured.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +53,17 @@ from typing import Any
 import torch
 
 from lecturekit._common import check_int, check_number
+from lecturekit.capstone._training import (
+    best_weights,
+    cer_metric,
+    encoded,
+    fit_piece,
+    keeping_best,
+    shipped_history,
+)
+from lecturekit.capstone.analysis import block_subsets
 from lecturekit.capstone.engines import TransformerIME
-from lecturekit.capstone.ngram import NgramIME, sentence_scores
+from lecturekit.capstone.ngram import NgramIME
 from lecturekit.capstone.tagger import FusedIME, TaggerIME, sentence_vocabs
 from lecturekit.data.pinyin import _cache_folder
 from lecturekit.data.sentences import split_sentences
@@ -56,18 +72,17 @@ from lecturekit.model.config import TransformerConfig
 from lecturekit.model.tagger import EncoderTagger
 from lecturekit.model.transformer import Transformer
 from lecturekit.pretrained import DATA_DIR
-from lecturekit.pretrained._files import check_entries, read_payload
+from lecturekit.pretrained._files import check_entries, dequantized, int8_state, read_payload
 from lecturekit.pretrained._files import ship as _ship
 from lecturekit.pretrained.building import _torch_threads
-from lecturekit.training.config import TrainConfig
-from lecturekit.training.history import History
-from lecturekit.training.loop import fit
 
 __all__ = [
     "SentenceRecipe",
     "SENTENCE_RECIPES",
+    "NAT_CURVE_STEPS",
     "sentence_checkpoint_path",
     "state_path",
+    "best_path",
     "sentence_pairs",
     "make_sentence_model",
     "train_sentences",
@@ -97,6 +112,14 @@ class SentenceRecipe:
         eval_every, save_every: steps between history points and between state saves.
         n_eval: validation clauses (a seeded sample) scored at every history point.
         seed: seeds the initialisation, the batch order and dropout.
+        train_fraction: the share of the training clauses it reads, whole blocks at a time
+            (:func:`~lecturekit.capstone.analysis.block_subsets`, nested: the learning curve's
+            subsets); its vocabularies come from that share only.
+        keep_best: ship the weights of the history point with the lowest validation CER
+            (kept in :func:`best_path` between pieces), not those of the last step.
+        weights: ``"float16"``, or ``"int8"`` (each weight matrix's rows scaled to
+            [-127, 127], half the size; the shipped file's metadata records the validation CER
+            of the int8 weights beside the float32 ones).
     """
 
     name: str
@@ -113,6 +136,9 @@ class SentenceRecipe:
     save_every: int = 50
     n_eval: int = 500
     seed: int = 0
+    train_fraction: float = 1.0
+    keep_best: bool = False
+    weights: str = "float16"
 
     def __post_init__(self) -> None:
         if self.kind not in ("at", "nat"):
@@ -123,6 +149,9 @@ class SentenceRecipe:
         check_int("min_count", self.min_count, 1)
         check_number("peak_lr", self.peak_lr, 0, exclusive=("minimum",))
         check_number("label_smoothing", self.label_smoothing, 0, 1, exclusive=("maximum",))
+        check_number("train_fraction", self.train_fraction, 0, 1, exclusive=("minimum",))
+        if self.weights not in ("float16", "int8"):
+            raise ValueError(f"weights must be 'float16' or 'int8', got {self.weights!r}")
 
 
 SENTENCE_RECIPES: dict[str, SentenceRecipe] = {}
@@ -152,14 +181,30 @@ def state_path(name: str) -> Path:
     return _cache_folder(None) / "training" / f"{_recipe(name).name}.state.pt"
 
 
-def sentence_pairs(split: Any = None) -> dict[str, list[tuple[str, str]]]:
+def best_path(state_file: str | Path) -> Path:
+    """Where a ``keep_best`` recipe keeps its best weights so far, beside its training state
+    ``state_file`` (``<stem>.best.pt``; never shipped)."""
+    state_file = Path(state_file)
+    return state_file.with_name(f"{state_file.stem}.best.pt")
+
+
+def sentence_pairs(
+    split: Any = None, train_fraction: float = 1.0
+) -> dict[str, list[tuple[str, str]]]:
     """``{"train", "valid", "test", "ood"}`` -> ``(pinyin, text)`` clauses of ``split`` (a
-    ``SentenceSplit``; default ``split_sentences()``, seed 0)."""
+    ``SentenceSplit``; default ``split_sentences()``, seed 0). ``train_fraction < 1`` keeps
+    that share of the training blocks (the learning curve's nested subsets,
+    :func:`~lecturekit.capstone.analysis.block_subsets`); the other parts are whole."""
+    check_number("train_fraction", train_fraction, 0, 1, exclusive=("minimum",))
     split = split_sentences() if split is None else split
-    return {
+    pairs = {
         part: [(c.pinyin, c.text) for c in getattr(split, part)]
         for part in ("train", "valid", "test", "ood")
     }
+    if train_fraction < 1:
+        (subset,) = block_subsets(split.train, [train_fraction], split.block_lines)
+        pairs["train"] = [(c.pinyin, c.text) for c in subset]
+    return pairs
 
 
 def make_sentence_model(recipe: SentenceRecipe, src_vocab: Any, tgt_vocab: Any) -> torch.nn.Module:
@@ -169,66 +214,6 @@ def make_sentence_model(recipe: SentenceRecipe, src_vocab: Any, tgt_vocab: Any) 
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **recipe.model
     )
     return Transformer(config) if recipe.kind == "at" else EncoderTagger(config)
-
-
-def _encoded(pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab):
-    # (syllable ids, character ids) of each clause: one of each per syllable
-    return [
-        (
-            [src_vocab.token_to_id(s) for s in pinyin.split()],
-            [tgt_vocab.token_to_id(c) for c in text],
-        )
-        for pinyin, text in pairs
-    ]
-
-
-def _train_config(recipe: SentenceRecipe, end: int, max_minutes: float | None) -> TrainConfig:
-    # the recipe's schedule, peak_lr * min(step / warmup, sqrt(warmup / step)), is the noam
-    # schedule with factor peak_lr * sqrt(d_model * warmup)
-    d_model = recipe.model["d_model"]
-    return TrainConfig(
-        batch_size=recipe.batch_size,
-        schedule="noam",
-        lr_factor=recipe.peak_lr * math.sqrt(d_model * recipe.warmup_steps),
-        warmup_steps=recipe.warmup_steps,
-        label_smoothing=recipe.label_smoothing,
-        clip_grad_norm=1.0,
-        seed=recipe.seed,
-        max_steps=end,
-        max_seconds=None if max_minutes is None else 60 * max_minutes,
-        eval_every=recipe.eval_every,
-        progress=False,
-        device="cpu",
-    )
-
-
-def _cer_metric(recipe: SentenceRecipe, pairs: list[tuple[str, str]], vocabs: tuple):
-    # fit's metrics hook: the validation CER, greedy with the model's own EOS / argmax
-    def metrics(model: torch.nn.Module) -> dict[str, float]:
-        ime: TransformerIME | TaggerIME
-        if recipe.kind == "at":
-            ime = TransformerIME(model, *vocabs, beam_size=1)
-            ime._extra_steps = 1  # the shipped histories were measured so
-        else:
-            ime = TaggerIME(model, *vocabs)
-        answers = ime.candidates([p for p, _ in pairs], 1)
-        s = sentence_scores(answers, [t for _, t in pairs], k=1)
-        return {"cer": float(s["edits"].sum() / s["chars"].sum())}
-
-    return metrics
-
-
-def _shipped_history(history: History) -> dict[str, list]:
-    # the shipped files' history: per evaluation, the mean training loss of the steps since
-    # the last one and the validation CER
-    loss, out = history.loss, {"step": [], "train_loss": [], "valid_cer": []}
-    last = 0
-    for step, cer in zip(history.eval_step, history.metrics.get("cer", []), strict=True):
-        out["step"].append(step)
-        out["train_loss"].append(round(sum(loss[last:step]) / (step - last), 5))
-        out["valid_cer"].append(round(cer, 5))
-        last = step
-    return out
 
 
 def train_sentences(
@@ -256,25 +241,30 @@ def train_sentences(
     check_int("max_steps", max_steps, 1, optional=True)
     check_number("max_minutes", max_minutes, 0, exclusive=("minimum",), optional=True)
     path = Path(state_file) if state_file is not None else state_path(recipe.name)
-    pairs = sentence_pairs(split)
+    pairs = sentence_pairs(split, recipe.train_fraction)
     rng = random.Random(f"ime-valid:{recipe.seed}")
     valid = rng.sample(pairs["valid"], min(recipe.n_eval, len(pairs["valid"])))
     end = min(recipe.total_steps, max_steps or recipe.total_steps)
     vocabs = sentence_vocabs(pairs["train"], recipe.min_count)
+    valid_cer = cer_metric(recipe, valid, vocabs)
+    metric = (
+        keeping_best(valid_cer, best_path(path), path.is_file()) if recipe.keep_best else valid_cer
+    )
     with _torch_threads(threads):
         model = make_sentence_model(recipe, *vocabs)
-        history = fit(
-            model,
-            _encoded(pairs["train"], *vocabs),
-            config=_train_config(recipe, end, max_minutes),
-            state_path=path,
-            save_every=recipe.save_every,
-            metrics=_cer_metric(recipe, valid, vocabs),
+        history = fit_piece(
+            recipe, model, encoded(pairs["train"], *vocabs), path, end, max_minutes, metric
         )
         step = history.step[-1] if history.step else 0
-        shipped = _shipped_history(history)
+        shipped = shipped_history(history)
+        metadata = best_weights(model, best_path(path), shipped) if recipe.keep_best else {}
+        if recipe.weights == "int8":
+            quantized = make_sentence_model(recipe, *vocabs)
+            quantized.load_state_dict(dequantized(*int8_state(model)))
+            metadata["valid_cer_float32"] = round(valid_cer(model.eval())["cer"], 5)
+            metadata["valid_cer_int8"] = round(valid_cer(quantized.eval())["cer"], 5)
         destination = Path(out) if out else sentence_checkpoint_path(recipe.name)
-        _ship(recipe, model, vocabs, shipped, step, history.seconds, destination, threads)
+        _ship(recipe, model, vocabs, shipped, step, history.seconds, destination, threads, metadata)
     return {
         "step": step,
         "seconds": history.seconds,
@@ -333,7 +323,7 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
         src_vocab = Vocab.from_dict(saved["src_vocab"])
         tgt_vocab = Vocab.from_dict(saved["tgt_vocab"])
         model = make_sentence_model(recipe, src_vocab, tgt_vocab)
-        model.load_state_dict({k: v.float() for k, v in saved["state"].items()})
+        model.load_state_dict(dequantized(saved["state"], saved.get("scales", {})))
     except (AttributeError, KeyError, RuntimeError, TypeError, ValueError) as err:
         raise ValueError(f"path: {path} is damaged ({str(err)[:200]}); {fix}") from err
     return SentenceModel(
@@ -342,7 +332,7 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
 
 
 # Sizes: the two float16 files fit beside the other shipped models in 24 MiB (4.8 M and 3.7 M
-# parameters); the output layer (3,814 characters x 256) is a quarter of each
+# parameters; the budget is 40 MiB since the curve's four int8 files); the output layer (3,814 characters x 256) is a quarter of each
 _MODEL = {"n_heads": 4, "dropout": 0.1, "max_len": 32}
 _register(
     SentenceRecipe(
@@ -376,6 +366,27 @@ _register(
         total_steps=8000,
     )
 )
+# The tagger's learning curve: the same recipe on nested shares of the training blocks (the
+# trigram's curve in the chapter uses the same subsets), each shipped at its best validation
+# CER within a step cap (more passes over each share than the whole-data tagger's 9.4; the
+# cap of 1/16 was raised from 1,200 steps when its best point sat at the cap), in int8 so
+# that the four fit the budget
+NAT_CURVE_STEPS = {16: 2400, 8: 2000, 4: 3500, 2: 6000}
+for _parts, _steps in NAT_CURVE_STEPS.items():
+    _register(
+        dataclasses.replace(
+            SENTENCE_RECIPES["ime-sentences-nat"],
+            name=f"ime-sentences-nat-1of{_parts}",
+            description=(
+                f"the tagger's recipe on 1/{_parts} of the training blocks (the learning curve), "
+                "best validation CER, int8"
+            ),
+            total_steps=_steps,
+            train_fraction=1 / _parts,
+            keep_best=True,
+            weights="int8",
+        )
+    )
 
 
 # The chapter's choices on the validation clauses (capstone notebook): the trigram's

@@ -16,7 +16,7 @@ import torch
 from lecturekit.training._checkpoint_guards import check_structure
 from lecturekit.training.checkpoint import _checksum, _write_payload
 
-__all__ = ["read_payload", "check_entries", "ship"]
+__all__ = ["read_payload", "check_entries", "ship", "int8_state", "dequantized"]
 
 
 def read_payload(path: Path, where: str, fix: str) -> dict[str, Any]:
@@ -68,6 +68,34 @@ def _half_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
+def int8_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``model``'s weights at half float16's size: every parameter matrix ``(R, C)`` as int8
+    ``round(w / s)`` with one float32 scale per row, ``s = max |w_row| / 127`` (the largest
+    entry keeps its value, the others are off by at most ``s / 2``); vectors and buffers in
+    float16. Returns ``(state, scales)``; :func:`dequantized` inverts it."""
+    matrices = {k for k, v in model.named_parameters() if v.dim() == 2}
+    state, scales = {}, {}
+    for k, v in model.state_dict().items():
+        v = v.detach().float()
+        if k in matrices:
+            scale = v.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # (R,)
+            state[k] = torch.round(v / scale[:, None]).to(torch.int8)
+            scales[k] = scale
+        else:
+            state[k] = v.half()
+    return state, scales
+
+
+def dequantized(
+    state: dict[str, torch.Tensor], scales: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """The float32 weights of a shipped ``state`` (and the ``scales`` of its int8 matrices,
+    :func:`int8_state`; empty for a float16 file)."""
+    return {
+        k: v.float() * scales[k][:, None] if k in scales else v.float() for k, v in state.items()
+    }
+
+
 def ship(
     recipe: Any,
     model: torch.nn.Module,
@@ -77,14 +105,16 @@ def ship(
     seconds: float,
     path: Path,
     threads: int,
+    metadata: dict[str, Any] | None = None,
 ) -> None:
     """Write a capstone sentence model's shipped file: ``recipe``, the model's config and
-    float16 weights, the vocabularies, ``history`` and metadata (``step`` of the recipe's
-    ``total_steps``, ``seconds`` trained on ``threads`` threads), atomically, with the SHA-256
-    checksum every shipped file carries. Weights that do not fit float16 raise before
-    anything is written."""
+    weights (float16, or int8 with row scales when ``recipe.weights == "int8"``), the
+    vocabularies, ``history`` and metadata (``step`` of the recipe's ``total_steps``,
+    ``seconds`` trained on ``threads`` threads, and ``metadata``'s entries), atomically, with
+    the SHA-256 checksum every shipped file carries. Weights that do not fit float16 raise
+    before anything is written."""
     config: Any = model.config
-    weights = _half_state(model)
+    weights, scales = int8_state(model) if recipe.weights == "int8" else (_half_state(model), {})
     too_large = [k for k, v in weights.items() if v.is_floating_point() and not v.isfinite().all()]
     if too_large:  # a float32 weight beyond float16's 65504 would ship as inf
         raise FloatingPointError(
@@ -96,6 +126,7 @@ def ship(
             "recipe": dataclasses.asdict(recipe),
             "config": config.to_dict(),
             "state": weights,
+            "scales": scales,
             "src_vocab": vocabs[0].to_dict(),
             "tgt_vocab": vocabs[1].to_dict(),
             "history": history,
@@ -105,6 +136,7 @@ def ship(
                 "train_seconds": round(seconds, 1),
                 "threads": threads,
                 "torch": str(torch.__version__),  # a plain str: loadable with weights_only
+                **(metadata or {}),
             },
         },
         path,
