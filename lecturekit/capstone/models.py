@@ -30,10 +30,11 @@ keeps the best weights between pieces) and in int8 (``weights="int8"``), so that
 files fit in 40 MiB.
 
 No hyperparameter was tuned, on validation or on test: the sizes follow the budget of shipped
-files (24 MiB before the curve's four files). The validation split only feeds the history: at every ``eval_every`` steps,
-the mean training loss since the last point and the validation CER (greedy with the model's
-own EOS / argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics`` hook, which draws
-none of the training's random numbers). The file written at a stop between those steps has
+files (24 MiB before the curve's four files). Validation feeds the history (and, for
+``keep_best``, the choice of the shipped step): at every ``eval_every`` steps, the mean
+training loss since the last point and the validation CER (greedy with the model's own EOS /
+argmax, on ``n_eval`` validation clauses; ``fit``'s ``metrics`` hook, which draws none of the
+training's random numbers). The file written at a stop between those steps has
 one more point, at the stop; the next piece goes on with the history of an uninterrupted run
 (a ``keep_best`` piece stops at a history point only). The whole-data files were trained by
 the package's earlier sentence trainer with the same recipes (the same schedule, loss,
@@ -332,7 +333,8 @@ def load_sentence_model(name: str, path: str | Path | None = None) -> SentenceMo
 
 
 # Sizes: the two float16 files fit beside the other shipped models in 24 MiB (4.8 M and 3.7 M
-# parameters; the budget is 40 MiB since the curve's four int8 files); the output layer (3,814 characters x 256) is a quarter of each
+# parameters; the output layer, 3,814 characters x 256, is a quarter of each); the budget is
+# 40 MiB since the curve's four int8 files
 _MODEL = {"n_heads": 4, "dropout": 0.1, "max_len": 32}
 _register(
     SentenceRecipe(
