@@ -110,31 +110,35 @@ FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)
 PRUNED = ("trigram", "nat_trigram")  # beam-pruned: the first candidate is scored with k = 1
 
 
-def score(tag, system, pairs) -> float:
-    """Print a system's row on ``pairs`` (k = 5; pruned searches also k = 1); its CER."""
+def score(tag, system, pairs) -> tuple[float, list[str]]:
+    """Print a system's row on ``pairs`` (k = 5; pruned searches also k = 1); its CER and
+    its first candidates (of the k = 1 search for pruned ones)."""
     k = min(5, getattr(system, "max_candidates", 5))
-    scores = evaluate_clauses(system.candidates, pairs, k=k)
+    answers = {}
+
+    def decode(pinyins, k):
+        answers[k] = system.candidates(pinyins, k)
+        return answers[k]
+
+    scores = evaluate_clauses(decode, pairs, k=k)
     print(scores.row(tag), flush=True)
-    if tag not in PRUNED:
-        return scores.cer[0]
-    first = evaluate_clauses(system.candidates, pairs, k=1)
-    print(first.row(f"{tag} k=1"), flush=True)
-    return first.cer[0]
+    if tag in PRUNED:
+        scores = evaluate_clauses(decode, pairs, k=1)
+        print(scores.row(f"{tag} k=1"), flush=True)
+    return scores.cer[0], [found[0] if found else "" for found in answers[min(answers)]]
 
 
-def curves(split, trigram, fused, test) -> dict[str, dict[float, float]]:
+def curves(split, trigram, fused, test, whole) -> dict[str, dict[float, float]]:
     """The learning curves' test CERs (k = 1) on nested block subsets of the training split:
-    the trigram counted on each subset, the tagger trained on it (``ime-sentences-nat-1of<n>``;
-    the whole-data tagger at 1) and the two fused with the chosen weight."""
-    out: dict[str, dict[float, float]] = {"trigram": {}, "nat": {}, "fused": {}}
+    the trigram counted on each subset, the tagger trained on it (``ime-sentences-nat-1of<n>``)
+    and the two fused with the chosen weight; at 1 the whole-data systems' CERs, ``whole``."""
+    out: dict[str, dict[float, float]] = {tag: {1: cer} for tag, cer in whole.items()}
     print("\nlearning curves (nested whole-block subsets, k = 1):")
     for fraction, clauses in zip(
-        FRACTIONS, block_subsets(split.train, FRACTIONS, split.block_lines), strict=True
+        FRACTIONS[:-1], block_subsets(split.train, FRACTIONS[:-1], split.block_lines), strict=True
     ):
         ime = NgramIME(pairs_of(clauses), 3, trigram.lm.discount, beam=trigram.beam)
-        name = (
-            "ime-sentences-nat" if fraction == 1 else f"ime-sentences-nat-1of{round(1 / fraction)}"
-        )
+        name = f"ime-sentences-nat-1of{round(1 / fraction)}"
         nat = load_models([name])[name]
         tagger = TaggerIME(nat.model, nat.src_vocab, nat.tgt_vocab)
         chars = sum(len(c.text) for c in clauses)
@@ -146,16 +150,15 @@ def curves(split, trigram, fused, test) -> dict[str, dict[float, float]]:
             scores = evaluate_clauses(system.candidates, test, k=1)
             print(scores.row(f"{tag} {fraction:.4f} ({chars} chars)"), flush=True)
             out[tag][fraction] = scores.cer[0]
-    return out
+    return {tag: dict(sorted(points.items())) for tag, points in out.items()}
 
 
-def paired_difference(a, b, clauses, block_lines: int) -> str:
-    """CER of system ``a`` minus system ``b`` on ``clauses`` (k = 1) with a 95 % interval from
-    a bootstrap over whole blocks (clauses of one block are not independent)."""
+def paired_difference(first_a, first_b, clauses, block_lines: int) -> str:
+    """CER of first candidates ``first_a`` minus ``first_b`` on ``clauses`` with a 95 %
+    interval from a bootstrap over whole blocks (clauses of one block are not independent)."""
     texts = [c.text for c in clauses]
-    pinyins = [c.pinyin for c in clauses]
-    sa = sentence_scores(a.candidates(pinyins, 1), texts, k=1)
-    sb = sentence_scores(b.candidates(pinyins, 1), texts, k=1)
+    sa = sentence_scores([[a] for a in first_a], texts, k=1)
+    sb = sentence_scores([[b] for b in first_b], texts, k=1)
     groups = [c.line // block_lines for c in clauses]
     diff, low, high = paired_cer_difference(sa["edits"], sb["edits"], sa["chars"], groups=groups)
     return f"{diff:+.4f} [{low:+.4f}, {high:+.4f}]"
@@ -199,11 +202,15 @@ def main() -> None:
         "nat_trigram": fused,
     }
     print(f"\ntest ({len(test)} clauses): CER, exact, top-5 [95 % interval], ms/clause")
-    cer = {tag: score(tag, system, test) for tag, system in systems.items()}
-    curve = curves(split, trigram, fused, test)
+    scored = {tag: score(tag, system, test) for tag, system in systems.items()}
+    cer = {tag: value for tag, (value, _) in scored.items()}
+    whole = {"trigram": cer["trigram"], "nat": cer["nat"], "fused": cer["nat_trigram"]}
+    curve = curves(split, trigram, fused, test, whole)
     alone = ("at_beam", "at_greedy", "nat")  # a Transformer's scores only
     best = min(alone, key=cer.get)
-    difference = paired_difference(systems[best], trigram, split.test[: args.n], split.block_lines)
+    difference = paired_difference(
+        scored[best][1], scored["trigram"][1], split.test[: args.n], split.block_lines
+    )
     print(f"\n{best} minus trigram (k = 1), block bootstrap: {difference}")
     if args.ood_n:
         ood = pairs_of(random.Random("ood").sample(split.ood, min(args.ood_n, len(split.ood))))

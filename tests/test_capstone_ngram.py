@@ -10,11 +10,9 @@ import random
 import numpy as np
 import pytest
 
+from lecturekit.capstone.kneser_ney import BOS, EOS, KneserNeyLM
 from lecturekit.capstone.ngram import (
-    BOS,
-    EOS,
     UNKNOWN_CHAR,
-    KneserNeyLM,
     NgramIME,
     bootstrap_interval,
     evaluate_clauses,
@@ -125,6 +123,59 @@ def test_a_bonus_per_syllable_and_character_is_searched_exactly() -> None:
         ime.scored("a b", bonus=np.zeros((3, len(ime.itos))))
     with pytest.raises(ValueError, match="bonus must be"):
         ime.scored("a", bonus=np.full((1, len(ime.itos)), np.nan))
+
+
+def _beam_reference(ime: NgramIME, pinyin: str, k: int, bonus: np.ndarray) -> list[float]:
+    """The k best scores of a beam search written plainly for one clause: extend every
+    path by every character, keep the k best per state (the last ``max(order - 1, 1)``
+    characters), then the ``beam`` best paths; add the end of the clause."""
+    width = max(ime.order - 1, 1)
+
+    def context(path: tuple[int, ...]) -> np.ndarray:
+        return np.array([((BOS,) * (ime.order - 1) + path)[len(path) :]])
+
+    paths: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    for t, syllable in enumerate(pinyin.split()):
+        ids, emit = ime.emission[syllable]
+        states: dict[tuple[int, ...], list] = {}
+        for path, score in paths:
+            logp = np.log(ime.lm.prob(context(path), ids)[0])
+            for i, e, lp in zip(ids.tolist(), emit, logp, strict=True):
+                new = (*path, i)
+                states.setdefault(new[-width:], []).append((new, score + lp + e + bonus[t, i]))
+        kept = [x for group in states.values() for x in sorted(group, key=lambda x: -x[1])[:k]]
+        paths = sorted(kept, key=lambda x: -x[1])[: ime.beam]
+    ends = [score + np.log(ime.lm.prob(context(path), [EOS])[0, 0]) for path, score in paths]
+    return sorted(ends, reverse=True)[:k]
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_clauses_searched_together_match_a_plain_beam_search(order) -> None:
+    """candidates searches the clauses of equal length together, and a beam first drops the
+    entries that cannot survive it: every clause gets the scores of a plain beam search of
+    it alone, and the texts it gets when searched alone."""
+    pairs, inputs = _toy_pairs(300), [p for p, _ in _toy_pairs(40, seed=3)]
+    rng = np.random.default_rng(order)
+    for beam in (1, 2, 4):
+        ime = NgramIME(pairs, order, 0.6, beam=beam)
+        bonuses = [rng.normal(0.0, 1.0, size=(len(p.split()), len(ime.itos))) for p in inputs]
+        for k in (1, 3):
+            together = ime.candidates(inputs, k, bonuses)
+            for pinyin, bonus, texts in zip(inputs, bonuses, together, strict=True):
+                alone = ime.scored(pinyin, k, bonus)
+                assert texts == [text for text, _ in alone]
+                expected = _beam_reference(ime, pinyin, k, bonus)
+                np.testing.assert_allclose([s for _, s in alone], expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="bonuses must hold one array"):
+        ime.candidates(inputs, 1, bonuses[:-1])
+
+
+def test_pair_probabilities_are_the_table_entries() -> None:
+    lm = NgramIME(_toy_pairs(300), 3, 0.6).lm
+    rng = np.random.default_rng(0)
+    history, new = rng.integers(0, lm.vocab_size, size=(50, 2)), rng.integers(1, lm.vocab_size, 50)
+    table = lm.prob(history, np.arange(1, lm.vocab_size))  # (50, V - 1)
+    np.testing.assert_array_equal(lm.pair_prob(history, new), table[np.arange(50), new - 1])
 
 
 def test_unigram_writes_each_syllables_most_frequent_character() -> None:

@@ -1,6 +1,7 @@
 """The capstone (pinyin -> Chinese characters on real text), in one place, read in the
 chapter's order: ``pinyin_input`` (typed pinyin, normalised one way for every engine),
-``ngram`` (the n-gram engines and the clause metrics), ``engines`` (the Pinyin2Hanzi HMM
+``kneser_ney`` (the character language model), ``ngram`` (the n-gram engines and the
+clause metrics), ``engines`` (the Pinyin2Hanzi HMM
 baseline and the Transformer as input methods), ``tagger`` (the non-autoregressive tagger as
 an input method, the fused engine and the candidate bar's beam search), ``analysis``
 (baselines, homophones, cross-attention, paired bootstrap), ``models`` (the shipped sentence
@@ -18,6 +19,7 @@ from lecturekit._lazy import attach
 if TYPE_CHECKING:
     from lecturekit.capstone import analysis as analysis
     from lecturekit.capstone import engines as engines
+    from lecturekit.capstone import kneser_ney as kneser_ney
     from lecturekit.capstone import models as models
     from lecturekit.capstone import ngram as ngram
     from lecturekit.capstone import pinyin_input as pinyin_input
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.engines import next_char_probs as next_char_probs
     from lecturekit.capstone.engines import next_char_steps as next_char_steps
     from lecturekit.capstone.engines import teacher_forced_texts as teacher_forced_texts
+    from lecturekit.capstone.kneser_ney import KneserNeyLM as KneserNeyLM
     from lecturekit.capstone.models import FUSION_WEIGHT as FUSION_WEIGHT
     from lecturekit.capstone.models import NAT_CURVE_STEPS as NAT_CURVE_STEPS
     from lecturekit.capstone.models import SENTENCE_RECIPES as SENTENCE_RECIPES
@@ -60,7 +63,6 @@ if TYPE_CHECKING:
     from lecturekit.capstone.models import train_sentences as train_sentences
     from lecturekit.capstone.ngram import UNKNOWN_CHAR as UNKNOWN_CHAR
     from lecturekit.capstone.ngram import ClauseScores as ClauseScores
-    from lecturekit.capstone.ngram import KneserNeyLM as KneserNeyLM
     from lecturekit.capstone.ngram import NgramIME as NgramIME
     from lecturekit.capstone.ngram import bootstrap_interval as bootstrap_interval
     from lecturekit.capstone.ngram import evaluate_clauses as evaluate_clauses

@@ -8,12 +8,13 @@ states are characters, observations syllables, and the best clause maximises
 where ``P_LM`` is a character n-gram model and ``P(s | c)`` the share of ``c``'s training
 occurrences read ``s``. Everything is estimated from the same training clauses:
 
-- :class:`KneserNeyLM`: interpolated Kneser-Ney of order 1 to 3 (order 1 with discount 0 is the
-  maximum-likelihood unigram, so the "unigram engine" picks each syllable's most frequent
-  character);
+- :class:`~lecturekit.capstone.kneser_ney.KneserNeyLM` (its own module): interpolated
+  Kneser-Ney of order 1 to 3 (order 1 with discount 0 is the maximum-likelihood unigram, so
+  the "unigram engine" picks each syllable's most frequent character);
 - :class:`NgramIME`: the decoder, a Viterbi search over the characters seen with each syllable
   that keeps the ``k`` best paths per state (the state is the last ``order - 1`` characters),
-  optionally pruned to a beam; exact for orders 1-2 and for order 3 without a beam;
+  optionally pruned to a beam; exact for orders 1-2 and for order 3 without a beam. Clauses
+  of equal length are searched together, one numpy pass per step for all of them;
 - metrics over clauses: :func:`sentence_scores` (character error rate, exact match, top-k
   match, per clause), :func:`bootstrap_interval` (seeded 95 % intervals) and
   :func:`evaluate_clauses`, which times a system and summarises all three.
@@ -28,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from lecturekit._common import check_int, check_number
+from lecturekit.capstone.kneser_ney import BOS, EOS, KneserNeyLM, _encode, _ranks
 from lecturekit.capstone.pinyin_input import check_k, check_pairs, normalize_pinyin, read_pinyins
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
-    "KneserNeyLM",
     "NgramIME",
     "ClauseScores",
     "sentence_scores",
@@ -41,128 +42,9 @@ __all__ = [
     "UNKNOWN_CHAR",
 ]
 
-BOS, EOS = 0, 1  # ids of the sentence start and end in every KneserNeyLM
 UNKNOWN_CHAR = "□"  # written for a syllable that no training character was read as
+PATHS_PER_SEARCH = 8192  # NgramIME searches clauses together up to this many kept paths
 MAX_RESAMPLES = 100_000  # bootstrap draws: n_resamples x clauses indices are held at once
-
-
-def _encode(grams: np.ndarray, base: int) -> np.ndarray:
-    """``(..., m)`` token ids -> ``(...)`` int64 keys, ``sum_i ids[i] * base**(m-1-i)``."""
-    keys = np.zeros(grams.shape[:-1], dtype=np.int64)
-    for i in range(grams.shape[-1]):
-        keys = keys * base + grams[..., i]
-    return keys
-
-
-def _ranks(lengths: np.ndarray) -> np.ndarray:
-    """``0, 1, ..., n - 1`` for every ``n`` in ``lengths (N,)``, concatenated."""
-    total = int(lengths.sum())
-    return np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-
-
-def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``values (K, ...)`` at ``query``'s positions in the sorted ``keys (K,)``, shape
-    ``query.shape + values.shape[1:]``; 0 where absent."""
-    if len(keys) == 0:
-        return np.zeros(query.shape + values.shape[1:])
-    idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    found = (keys[idx] == query).reshape(query.shape + (1,) * (values.ndim - 1))
-    return np.where(found, values[idx], 0.0)
-
-
-class KneserNeyLM:
-    """An interpolated Kneser-Ney character n-gram model over ids (``BOS`` = 0, ``EOS`` = 1).
-
-    ``sequences``: lists of character ids >= 2; each is padded with ``order - 1`` ``BOS`` in
-    front and one ``EOS`` after. The highest order counts n-grams; each lower order counts
-    how many distinct characters precede a gram (its continuation count), except for grams
-    that start with ``BOS``, which keep their raw counts (they have no left context). With
-    discount ``d`` (the same at every order)
-
-        P_k(w | h) = max(c_k(h w) - d, 0) / c_k(h .) + d N_k(h .) / c_k(h .) P_{k-1}(w | h'),
-
-    ``N_k(h .)`` the number of distinct ``w`` after ``h``; an unseen context falls back to
-    ``P_{k-1}``; ``P_0`` is uniform over the ``vocab_size - 1`` predictable ids (all but BOS).
-    So ``P(. | h)`` sums to 1 over those ids for every ``h``.
-    """
-
-    def __init__(
-        self, sequences: Sequence[Sequence[int]], vocab_size: int, order: int, discount: float
-    ) -> None:
-        check_int("order", order, 1, 3)
-        check_int("vocab_size", vocab_size, 3)
-        check_number("discount", discount, 0, 1, exclusive=("maximum",))
-        self.order, self.vocab_size, self.discount = order, vocab_size, float(discount)
-        raw = self._raw_counts(sequences)  # raw[k - 1]: (sorted k-gram keys, counts)
-        # levels[k - 1]: (gram keys, counts, context keys, context (totals, types) (K, 2))
-        self.levels = []
-        for k in range(1, order + 1):
-            keys, counts = raw[k - 1] if k == order else self._continuation(raw[k - 1], raw[k], k)
-            self.levels.append(self._tables(keys, counts))
-
-    def _raw_counts(self, sequences: Sequence[Sequence[int]]) -> list[tuple[np.ndarray, ...]]:
-        """Per order ``k`` (1 to ``order``): the sorted keys (:func:`_encode`) of the k-grams
-        ending at every character and at ``EOS`` of the padded sequences, and their counts."""
-        pad = self.order - 1
-        lengths = np.array([len(seq) for seq in sequences], dtype=np.int64)  # (N,)
-        flat = np.array([i for seq in sequences for i in seq], dtype=np.int64)  # (sum lengths,)
-        bad = (flat < 2) | (flat >= self.vocab_size)
-        if bad.any():
-            first = int(np.searchsorted(np.cumsum(lengths), np.argmax(bad), side="right"))
-            raise ValueError(
-                f"sequences must hold ids in [2, {self.vocab_size}), got {list(sequences[first])!r}"
-            )
-        sizes = lengths + pad + 1  # every sequence padded (pad x BOS, ids, EOS), end to end
-        starts = np.cumsum(sizes) - sizes  # (N,)
-        padded = np.full(int(sizes.sum()), BOS, dtype=np.int64)
-        inside = np.repeat(starts + pad, lengths) + _ranks(lengths)
-        padded[inside] = flat
-        padded[starts + pad + lengths] = EOS
-        ends = np.repeat(starts + pad, lengths + 1) + _ranks(lengths + 1)  # grams end here
-        raw = []
-        for k in range(1, self.order + 1):
-            grams = np.stack([padded[ends - k + 1 + i] for i in range(k)], axis=1)  # (G, k)
-            keys, counts = np.unique(_encode(grams, self.vocab_size), return_counts=True)
-            raw.append((keys, counts.astype(np.float64)))
-        return raw
-
-    def _continuation(
-        self, grams: tuple[np.ndarray, ...], longer: tuple[np.ndarray, ...], k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted k-gram keys and their continuation counts (distinct (k+1)-grams a gram
-        ends); a gram that starts with ``BOS`` keeps its raw count."""
-        keys, counts = np.unique(longer[0] % self.vocab_size**k, return_counts=True)
-        counts = counts.astype(np.float64)
-        raw_keys, raw_counts = grams
-        starts_bos = raw_keys < self.vocab_size ** (k - 1)  # BOS = 0 is the leading digit
-        at = np.searchsorted(keys, raw_keys[starts_bos])  # every k-gram ends some (k+1)-gram
-        counts[at] = raw_counts[starts_bos]
-        return keys, counts
-
-    def _tables(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
-        ctx_keys, inverse = np.unique(keys // self.vocab_size, return_inverse=True)
-        totals = np.bincount(inverse, weights=values)
-        types = np.bincount(inverse).astype(np.float64)
-        return keys, values, ctx_keys, np.stack([totals, types], axis=1)
-
-    def prob(self, history: np.ndarray, new: np.ndarray) -> np.ndarray:
-        """``P(new[j] | history[i])``: ``history (M, order - 1)`` ids, ``new (C,)`` ids ->
-        ``(M, C)`` probabilities."""
-        history = np.asarray(history, dtype=np.int64)
-        if history.ndim != 2 or history.shape[1] != self.order - 1:
-            raise ValueError(f"history must have shape (M, {self.order - 1}), got {history.shape}")
-        new = np.asarray(new, dtype=np.int64)
-        p = np.full((1, len(new)), 1.0 / (self.vocab_size - 1))  # broadcast over histories
-        d = self.discount
-        for k, (keys, values, ctx_keys, ctx_stats) in enumerate(self.levels, start=1):
-            # the unigram level has one (empty) context for every history: computed once
-            rows = history[:1, :0] if k == 1 else history[:, self.order - k :]
-            ctx = _encode(rows, self.vocab_size)  # (M,), (1,) for the unigram level
-            total, kinds = _lookup(ctx_keys, ctx_stats, ctx).T[:, :, None]  # (M, 1) each
-            count = _lookup(keys, values, ctx[:, None] * self.vocab_size + new[None, :])
-            safe = np.maximum(total, 1.0)
-            p = np.where(total > 0, (np.maximum(count - d, 0.0) + d * kinds * p) / safe, p)
-        return np.broadcast_to(p, (len(history), len(new))).copy()
 
 
 class NgramIME:
@@ -202,7 +84,8 @@ class NgramIME:
             0.0 if order == 1 else discount,
         )
         self.emission = self._emission(pairs)
-        self._memo: dict[tuple[bytes, bytes], np.ndarray] = {}
+        # the most characters one syllable may be: it bounds the paths an exact search keeps
+        self._widest = max(len(ids) for ids, _ in self.emission.values())
         self._row_memo: dict[tuple[bytes, bytes], np.ndarray] = {}
 
     def _emission(self, pairs: Sequence[tuple[str, str]]) -> dict[str, tuple[np.ndarray, ...]]:
@@ -229,16 +112,25 @@ class NgramIME:
         check_number("discount", discount, 0, 1, exclusive=("maximum",))
         if self.order > 1:
             self.lm.discount = float(discount)
-            self._memo.clear()  # the memoised log-probabilities belong to the old discount
-            self._row_memo.clear()
+            self._row_memo.clear()  # the memoised log-probabilities belong to the old discount
 
-    def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
+    def candidates(
+        self,
+        pinyins: Sequence[str],
+        k: int,
+        bonuses: Sequence[np.ndarray | None] | None = None,
+    ) -> list[list[str]]:
         """For each pinyin clause its ``k`` best character strings, best first (at most
         ``max_candidates``; the input is read by :func:`~lecturekit.capstone.pinyin_input
-        .read_pinyins`: a piece that is not a pinyin syllable is refused)."""
+        .read_pinyins`: a piece that is not a pinyin syllable is refused). ``bonuses``: one
+        array per clause (or None), as :meth:`scored`'s ``bonus``."""
         check_k(k, self.max_candidates)
         rows = read_pinyins(pinyins, self.emission)
-        return [[text for text, _ in self._scored(s, k)] for s in rows]
+        if bonuses is not None and len(bonuses) != len(rows):
+            raise ValueError(
+                f"bonuses must hold one array (or None) per clause: {len(rows)}, got {len(bonuses)}"
+            )
+        return [[text for text, _ in found] for found in self._scored(rows, k, bonuses)]
 
     def scored(
         self, pinyin: str, k: int = 1, bonus: np.ndarray | None = None
@@ -254,126 +146,163 @@ class NgramIME:
         nothing. The search stays exact in the same way: the bonus depends on the position
         and the character, not on the path."""
         check_k(k, self.max_candidates)
-        return self._scored(normalize_pinyin(pinyin, self.emission), k, bonus)
+        return self._scored([normalize_pinyin(pinyin, self.emission)], k, [bonus])[0]
+
+    def _steps(self, syllables: list[str], bonus: np.ndarray | None) -> list[tuple | None]:
+        """Per syllable (character ids, log emission plus ``bonus``), None where unseen."""
+        steps = [self.emission.get(s) for s in syllables]
+        if bonus is None:
+            return steps
+        bonus = np.asarray(bonus, dtype=np.float64)
+        bad = np.isnan(bonus).any() or np.isposinf(bonus).any()
+        if bad or bonus.shape != (len(steps), len(self.itos)):
+            raise ValueError(
+                f"bonus must be an array of shape (syllables, characters) = "
+                f"{(len(steps), len(self.itos))} without NaN or +inf, got {bonus.shape}"
+            )
+        return [
+            None if step is None else (step[0], step[1] + bonus[t, step[0]])
+            for t, step in enumerate(steps)
+        ]
 
     def _scored(
-        self, syllables: list[str], k: int, bonus: np.ndarray | None = None
-    ) -> list[tuple[str, float]]:
-        """:meth:`scored` of checked, normalised ``syllables``."""
-        steps = [self.emission.get(s) for s in syllables]
-        if bonus is not None:
-            bonus = np.asarray(bonus, dtype=np.float64)
-            bad = np.isnan(bonus).any() or np.isposinf(bonus).any()
-            if bad or bonus.shape != (len(steps), len(self.itos)):
-                raise ValueError(
-                    f"bonus must be an array of shape (syllables, characters) = "
-                    f"{(len(steps), len(self.itos))} without NaN or +inf, got {bonus.shape}"
-                )
-            steps = [
-                None if step is None else (step[0], step[1] + bonus[t, step[0]])
-                for t, step in enumerate(steps)
-            ]
-        known = [step for step in steps if step is not None]
-        if not known:
-            return [(UNKNOWN_CHAR * len(steps), 0.0)]
-        paths, scores = self._search(known, k)
-        out = []
-        for row, score in zip(paths, scores, strict=True):
-            chars = iter(self.itos[i] for i in row)
-            text = "".join(UNKNOWN_CHAR if step is None else next(chars) for step in steps)
-            out.append((text, float(score)))
+        self, rows: list[list[str]], k: int, bonuses: Sequence[np.ndarray | None] | None
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`scored` of checked, normalised clauses ``rows (N,)``: the clauses with the
+        same number of known syllables are searched together, as many at a time as keep the
+        paths of one search under :data:`PATHS_PER_SEARCH`."""
+        steps = [
+            self._steps(row, None if bonuses is None else bonuses[i]) for i, row in enumerate(rows)
+        ]
+        known = [[step for step in clause if step is not None] for clause in steps]
+        out: list[list[tuple[str, float]]] = [[(UNKNOWN_CHAR * len(s), 0.0)] for s in steps]
+        # a search keeps at most beam paths per clause, or k per state (states: characters
+        # of the last max(order - 1, 1) syllables)
+        paths = self.beam or k * self._widest ** max(self.order - 1, 1)
+        per_search = max(1, PATHS_PER_SEARCH // paths)
+        by_length: dict[int, list[int]] = {}
+        for i, clause in enumerate(known):
+            if clause:
+                by_length.setdefault(len(clause), []).append(i)
+        for indices in by_length.values():
+            for start in range(0, len(indices), per_search):
+                chunk = indices[start : start + per_search]
+                for i, found in zip(chunk, self._search([known[i] for i in chunk], k), strict=True):
+                    out[i] = [(self._text(steps[i], path), score) for path, score in found]
         return out
 
-    def _log_prob(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """``log P_LM(ids | states)`` ``(S, C)``, memoised twice: whole tables (for the bigram
-        the states of a step are the characters of the previous syllable, so syllable pairs
-        repeat) and single rows (a trigram state, two characters, recurs in other clauses
-        and in every search over the same clauses: with another ``k`` or another bonus).
-        ``prob`` is computed row by row, so a memoised row equals a freshly computed one."""
-        key = (states.tobytes(), ids.tobytes())
-        table = self._memo.get(key)
-        if table is None:
-            if len(self._memo) >= 4096:  # about 4096 x 30 KB at most
-                self._memo.clear()
-            table = self._memo[key] = self._rows(states, ids)
-        return table
+    def _text(self, steps: list[tuple | None], path: list[int]) -> str:
+        chars = iter(self.itos[i] for i in path)
+        return "".join(UNKNOWN_CHAR if step is None else next(chars) for step in steps)
 
-    def _rows(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """``log P_LM(ids | states)`` ``(S, C)`` from the row memo, computing the missing rows
-        in one call."""
-        new = ids.tobytes()
-        keys = [(row.tobytes(), new) for row in states]
+    def _log_probs(self, states: np.ndarray, ids: list[np.ndarray]) -> list[np.ndarray]:
+        """``log P_LM(ids[i] | states[i])`` per row, each ``(len(ids[i]),)``, memoised: a state
+        (the last ``order - 1`` characters) and a syllable's characters recur in other
+        clauses and in every search over the same clauses (with another ``k`` or another
+        bonus). The missing rows are computed in one :meth:`KneserNeyLM.pair_prob` call, whose
+        entries do not depend on each other, so a memoised row equals a fresh one."""
+        keys = [(row.tobytes(), new.tobytes()) for row, new in zip(states, ids, strict=True)]
         rows = [self._row_memo.get(key) for key in keys]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
             if len(self._row_memo) >= 1_000_000:  # 0.7 KB each: a weight grid's rows fit
                 self._row_memo.clear()
-            computed = np.log(self.lm.prob(states[missing], ids))  # (len(missing), C)
-            for i, row in zip(missing, computed, strict=True):
-                rows[i] = self._row_memo[keys[i]] = row
-        return np.stack(rows)
+            widths = [len(ids[i]) for i in missing]
+            new = np.concatenate([ids[i] for i in missing])
+            logp = np.log(self.lm.pair_prob(np.repeat(states[missing], widths, axis=0), new))
+            ends = np.cumsum(widths).tolist()
+            for i, start, end in zip(missing, [0, *ends[:-1]], ends, strict=True):
+                rows[i] = self._row_memo[keys[i]] = logp[start:end]
+        return rows
 
-    def _search(self, steps: list[tuple[np.ndarray, ...]], k: int) -> tuple[list, np.ndarray]:
-        """k-best Viterbi: ``steps`` of (ids, log emission) -> (id paths, scores), best first.
+    def _search(self, clauses: list[list[tuple[np.ndarray, ...]]], k: int) -> list[list]:
+        """k-best Viterbi over clauses of equal length at once: ``clauses (N,)``, each a list of
+        per-syllable (ids, log emission) -> per clause its ``(id path, score)``, best first.
 
-        Paths ending in the same state (last ``order - 1`` ids) are recombined, ``k`` kept
-        per state; then, with a beam, the best ``beam`` overall.
+        The kept paths of all clauses sit in one array, clause by clause. Per step each path
+        is extended by every character of its clause's syllable (one entry per (path,
+        character), :meth:`_extend`); entries that reach the same (clause, state) are
+        recombined, ``k`` kept per state (the state is the last ``order - 1`` ids); then, with
+        a beam, each clause keeps its best ``beam``, best first. Ties keep the earlier entry.
         """
-        history = np.full((1, self.order - 1), BOS, dtype=np.int64)  # (M, order - 1)
-        scores = np.zeros(1)
+        vocab = self.lm.vocab_size
+        history = np.full((len(clauses), self.order - 1), BOS, dtype=np.int64)  # (M, order - 1)
+        owner, scores = np.arange(len(clauses)), np.zeros(len(clauses))  # (M,) each
         backs = []  # per step: (parent index (M,), id (M,))
-        for ids, emit in steps:
-            # the LM depends on the state, not the path: score each distinct state once
-            # (keys sort as the rows do: the distinct states in the same order)
-            _, first, inverse = np.unique(
-                _encode(history, self.lm.vocab_size), return_index=True, return_inverse=True
-            )
-            logp = self._log_prob(history[first], ids)[inverse]  # (M, C)
-            cand = scores[:, None] + logp + emit[None, :]  # (M, C)
-            # a new state is (the parent's state without its oldest id, the new id)
-            kept_part = _encode(history[:, 1:], self.lm.vocab_size)  # (M,)
-            keep = _best_per_state(kept_part, cand, k)  # flat indices into cand
-            if self.beam is not None and len(keep) > self.beam:
-                keep = keep[np.argsort(-cand.ravel()[keep], kind="stable")[: self.beam]]
-            parent, col = np.divmod(keep, len(ids))
-            history = np.concatenate([history[parent], ids[col][:, None]], axis=1)[:, 1:]
-            scores = cand.ravel()[keep]
-            backs.append((parent, ids[col]))
-        scores = scores + np.log(self.lm.prob(history, np.array([EOS])))[:, 0]
-        best = np.argsort(-scores, kind="stable")[:k]
-        paths = []
-        for end in best.tolist():
-            row, m = [], end
-            for parent, chosen in reversed(backs):
-                row.append(int(chosen[m]))
-                m = int(parent[m])
-            paths.append(row[::-1])
-        return paths, scores[best]
+        for t in range(len(clauses[0])):
+            parent, new, cand = self._extend(history, owner, scores, [c[t] for c in clauses])
+            # an entry's new state: (its clause, the parent's state without its oldest id, new)
+            state = (
+                owner[parent] * vocab ** max(self.order - 2, 0)
+                + _encode(history[parent, 1:], vocab)
+            ) * vocab + new
+            keep = np.sort(_first_per_group(state, cand, k))  # back in entry order
+            if self.beam is not None:
+                by_clause = owner[parent[keep]]
+                best = np.lexsort((-cand[keep], by_clause))  # clause by clause, best first
+                keep = keep[best][_ranks(np.bincount(by_clause)) < self.beam]
+            history = np.concatenate([history[parent[keep]], new[keep, None]], axis=1)[:, 1:]
+            owner, scores = owner[parent[keep]], cand[keep]
+            backs.append((parent[keep], new[keep]))
+        scores = scores + np.log(self.lm.pair_prob(history, np.full(len(owner), EOS)))
+        best = _first_per_group(owner, scores, k)  # each clause's k best, best first
+        paths = np.zeros((len(best), len(backs)), dtype=np.int64)
+        m = best
+        for t in range(len(backs) - 1, -1, -1):
+            paths[:, t] = backs[t][1][m]
+            m = backs[t][0][m]
+        found: list[list] = [[] for _ in clauses]
+        for b, path, score in zip(
+            owner[best].tolist(), paths.tolist(), scores[best].tolist(), strict=True
+        ):
+            found[b].append((path, score))
+        return found
+
+    def _extend(
+        self, history: np.ndarray, owner: np.ndarray, scores: np.ndarray, steps: list[tuple]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One step of :meth:`_search`: kept paths ``history (M, order - 1)``, their clause
+        ``owner (M,)`` (ascending) and ``scores (M,)``, and each clause's (ids, log emission)
+        -> the entries' parent path, new id and score, each ``(E,)``, path by path.
+
+        With a beam, entries that cannot survive it are dropped first: the entries of one
+        path lead to distinct states, so if a clause's first path has ``beam`` entries at or
+        above some score, ``beam`` kept entries are, and every entry below that is cut."""
+        ids = [ids for ids, _ in steps]
+        width = np.array([len(i) for i in ids])  # (N,) characters of each clause's syllable
+        # the LM depends on (state, syllable), not on the path: each pair is scored once
+        index = {key: n for n, key in enumerate(dict.fromkeys(map(id, ids)))}
+        syllable = np.array([index[id(i)] for i in ids])  # (N,) same syllable, same number
+        pair = _encode(history, self.lm.vocab_size) * len(index) + syllable[owner]  # (M,)
+        _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        rows = self._log_probs(history[first], [ids[owner[m]] for m in first])
+        row_start = np.cumsum([len(r) for r in rows]) - [len(r) for r in rows]
+        parent = np.repeat(np.arange(len(owner)), width[owner])  # (E,) each entry's path
+        col = _ranks(width[owner])  # (E,) its character within the syllable
+        at = (np.cumsum(width) - width)[owner[parent]] + col  # into the concatenated characters
+        logp = np.concatenate(rows)[row_start[inverse.reshape(-1)[parent]] + col]
+        cand = scores[parent] + logp + np.concatenate([emit for _, emit in steps])[at]
+        if self.beam is not None and self.beam < width.max():
+            lead = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])  # (N,) first paths
+            starts = np.cumsum(width[owner]) - width[owner]  # (M,) each path's first entry
+            padded = np.full((len(width), width.max()), -np.inf)  # (N, C) first paths' entries
+            rows_of, cols_of = np.repeat(np.arange(len(width)), width), _ranks(width)
+            padded[rows_of, cols_of] = cand[starts[lead][rows_of] + cols_of]
+            floor = -np.partition(-padded, self.beam - 1, axis=1)[:, self.beam - 1]  # (N,)
+            alive = cand >= floor[owner[parent]]
+            parent, at, cand = parent[alive], at[alive], cand[alive]
+        return parent, np.concatenate(ids)[at], cand
 
 
-def _best_per_state(groups: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
-    """Flat indices into ``cand (M, C)`` of the ``k`` best entries of every new state, sorted.
-
-    Entry ``(m, c)`` leads to the state ``(groups[m], c)``: parents of one group are laid
-    out in a ``(G, P, C)`` array padded with -inf, and the ``k`` best along ``P`` are kept.
-    """
-    _, inverse = np.unique(groups, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse)
-    order = np.argsort(inverse, kind="stable")  # parents grouped
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    position = np.arange(len(order)) - starts[inverse[order]]
-    padded = np.full((len(counts), counts.max(), cand.shape[1]), -np.inf)  # (G, P, C)
-    padded[inverse[order], position] = cand[order]
-    if padded.shape[1] > k:
-        top = np.argpartition(-padded, k - 1, axis=1)[:, :k]  # (G, k, C)
-    else:
-        top = np.broadcast_to(np.arange(padded.shape[1])[None, :, None], padded.shape)
-    group = np.arange(len(counts))[:, None, None]
-    valid = top < counts[group]  # drop the padding
-    parent = order[np.minimum(starts[group] + top, len(order) - 1)]
-    flat = parent * cand.shape[1] + np.arange(cand.shape[1])[None, None, :]
-    return np.sort(flat[valid])
+def _first_per_group(groups: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best ``scores`` of every value of ``groups`` (both ``(E,)``),
+    group by group (in ascending group order), best first; ties keep the lower index."""
+    order = np.argsort(-scores, kind="stable")  # best first; ties keep the lower index
+    order = order[np.argsort(groups[order], kind="stable")]  # group by group, still best first
+    sorted_groups = groups[order]
+    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    return order[rank < k]
 
 
 # ---------------------------------------------------------------------------------------------

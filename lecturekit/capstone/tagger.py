@@ -38,7 +38,6 @@ from lecturekit.capstone.pinyin_input import (
     read_pinyins,
     split_syllables,
 )
-from lecturekit.data.batching import pad_sequences
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding.beam import beam_search
 from lecturekit.model.tagger import EncoderTagger
@@ -105,7 +104,7 @@ class TaggerIME:
         check_type("model", model, EncoderTagger, "an EncoderTagger")
         self.model, self.src_vocab, self.tgt_vocab = model.eval(), src_vocab, tgt_vocab
         self.name = "Transformer tagger (NAT)"
-        self.batch_size = 256
+        self.batch_size = 128
 
     def read(self, pinyins: Sequence[str]) -> list[list[str]]:
         """The inputs' syllables (:func:`~lecturekit.capstone.pinyin_input.read_pinyins`),
@@ -123,15 +122,23 @@ class TaggerIME:
     def log_probs(self, pinyins: Sequence[str]) -> list[Tensor]:
         """For each input (space-separated syllables, read by :meth:`read`) the tagger's
         ``log P(character | all syllables)`` at every syllable, ``(T_i, V)``, special tokens
-        included (``<unk>`` stands for every rare character)."""
+        included (``<unk>`` stands for every rare character). Inputs are run in batches of
+        equal length (no padding, so an input's answer does not depend on the others), at
+        most ``batch_size`` at a time."""
         rows = self.read(pinyins)
-        out: list[Tensor] = []
-        for start in range(0, len(rows), self.batch_size):
-            chunk = rows[start : start + self.batch_size]
-            ids = [[self.src_vocab.token_to_id(s) for s in row] for row in chunk]
-            src = pad_sequences(ids, self.src_vocab.pad_id)  # (B, S)
-            log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
-            out += [row[: len(s)] for row, s in zip(log_probs, chunk, strict=True)]
+        by_length: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_length.setdefault(len(row), []).append(i)
+        out: list[Tensor] = [torch.empty(0)] * len(rows)
+        for indices in by_length.values():
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start : start + self.batch_size]
+                src = torch.tensor(
+                    [[self.src_vocab.token_to_id(s) for s in rows[i]] for i in chunk]
+                )
+                log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
+                for i, row in zip(chunk, log_probs, strict=True):
+                    out[i] = row
         return out
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
@@ -205,16 +212,16 @@ class FusedIME:
         """For each input (space-separated syllables) its ``k`` best clauses, best first
         (``k`` at most the n-gram engine's ``max_candidates``)."""
         check_k(k, self.max_candidates)
-        out = []
         rows = self.tagger.read(pinyins)
+        bonuses = []
         for syllables, scores in zip(rows, self._tagger_scores(rows), strict=True):
             bonus = np.zeros((len(syllables), len(self.ngram.itos)))  # (T, C)
             for t, step in enumerate(scores):
                 if step is not None:
                     ids = self.ngram.emission[syllables[t]][0]
                     bonus[t, ids] = self.weight * step  # float32, as the tagger gives it
-            out.append([text for text, _ in self.ngram.scored(" ".join(syllables), k, bonus)])
-        return out
+            bonuses.append(bonus)
+        return self.ngram.candidates([" ".join(s) for s in rows], k, bonuses)
 
 
 @torch.no_grad()
