@@ -123,8 +123,8 @@ class TaggerIME:
         """For each input (space-separated syllables, read by :meth:`read`) the tagger's
         ``log P(character | all syllables)`` at every syllable, ``(T_i, V)``, special tokens
         included (``<unk>`` stands for every rare character). Inputs are run in batches of
-        equal length (no padding, so an input's answer does not depend on the others), at
-        most ``batch_size`` at a time."""
+        equal length, at most ``batch_size`` at a time: no padding, so the others in a batch
+        change an input's log-probabilities by float rounding only (about 1e-5)."""
         rows = self.read(pinyins)
         by_length: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
