@@ -273,8 +273,8 @@ class TransformerIME:
         """For each input, up to ``k`` (word, probability) pairs, most probable first.
 
         Inputs are decoded in batches of equal length (no padding), each for at most one
-        character per syllable (exactly one with ``exact_length``), so an input's answer does
-        not depend on the others.
+        character per syllable (exactly one with ``exact_length``), so the others in a batch
+        change an input's scores by float rounding only.
         """
         check_k(k, self.max_candidates)
         pinyins = [" ".join(s) for s in read_pinyins(pinyins, self.src_vocab.stoi)]
