@@ -1,7 +1,10 @@
 """Typed pinyin, read one way by every capstone engine: the normalisation, the refusal of what
-is no syllable (special tokens included) and the one bound on ``k``."""
+is no syllable (special tokens included), the one bound on ``k`` and the equal-length batches
+the engines run."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -10,6 +13,7 @@ from lecturekit.capstone.pinyin_input import (
     MAX_CANDIDATES,
     check_k,
     check_pairs,
+    length_batches,
     normalize_pinyin,
     plain_letters,
     read_pinyins,
@@ -53,3 +57,16 @@ def test_pairs_are_clauses_with_one_syllable_per_character() -> None:
             check_pairs(bad)
     with pytest.raises(TypeError, match=r"pairs\[1\] must hold two str"):
         check_pairs([("ni", "你"), ("ni", None)])
+
+
+def test_length_batches_group_equal_lengths_shortest_first_in_input_order() -> None:
+    assert length_batches([2, 3, 2, 2], 2) == [[0, 2], [3], [1]]
+    lengths = [random.Random(0).randint(1, 6) for _ in range(50)]
+    batches = length_batches(lengths, 4)
+    assert sorted(i for b in batches for i in b) == list(range(50))  # each index once
+    assert all(len(b) <= 4 and len({lengths[i] for i in b}) == 1 for b in batches)
+    assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)
+    assert all(b == sorted(b) for b in batches)
+    assert length_batches([], 3) == []
+    with pytest.raises(ValueError, match="size"):
+        length_batches([1], 0)

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from lecturekit.capstone.pinyin_input import MAX_CANDIDATES as MAX_CANDIDATES
     from lecturekit.capstone.pinyin_input import check_k as check_k
     from lecturekit.capstone.pinyin_input import check_pairs as check_pairs
+    from lecturekit.capstone.pinyin_input import length_batches as length_batches
     from lecturekit.capstone.pinyin_input import normalize_pinyin as normalize_pinyin
     from lecturekit.capstone.pinyin_input import pinyin_syllables as pinyin_syllables
     from lecturekit.capstone.pinyin_input import plain_letters as plain_letters

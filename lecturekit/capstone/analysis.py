@@ -32,7 +32,7 @@ from torch import Tensor
 from lecturekit._common import check_int, check_number, check_type
 from lecturekit.capstone.engines import TransformerIME, cross_attention_batch
 from lecturekit.capstone.ngram import MAX_RESAMPLES, UNKNOWN_CHAR
-from lecturekit.capstone.pinyin_input import check_k, check_pairs, read_pinyins
+from lecturekit.capstone.pinyin_input import check_k, check_pairs, length_batches, read_pinyins
 from lecturekit.capstone.tagger import k_best_independent, split_syllables
 from lecturekit.data.sentences import MAX_CLAUSE
 from lecturekit.model.config import TransformerConfig
@@ -249,17 +249,12 @@ def attention_near_diagonal(
     config = cast(TransformerConfig, ime.model.config)
     check_int("layer", layer, 0, config.n_decoder_layers - 1, optional=True)
     _syllables_of(pairs)  # one syllable per character: a length fixes both
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, (_, text) in enumerate(pairs):
-        by_length[len(text)].append(i)
     out = [torch.zeros(())] * len(pairs)
-    for _, indices in sorted(by_length.items()):
-        for start in range(0, len(indices), ime.batch_size):
-            chunk = indices[start : start + ime.batch_size]
-            weights = cross_attention_batch(ime, [pairs[i] for i in chunk], strict=False)
-            for j, i in enumerate(chunk):  # weights[:, j]: (L, H, T + 1, S)
-                per_layer = _near_diagonal(weights[:, j], width)
-                out[i] = per_layer.mean() if layer is None else per_layer[layer]
+    for chunk in length_batches([len(text) for _, text in pairs], ime.batch_size):
+        weights = cross_attention_batch(ime, [pairs[i] for i in chunk], strict=False)
+        for j, i in enumerate(chunk):  # weights[:, j]: (L, H, T + 1, S)
+            per_layer = _near_diagonal(weights[:, j], width)
+            out[i] = per_layer.mean() if layer is None else per_layer[layer]
     return torch.stack(out) if out else torch.zeros(0)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 from lecturekit._common import check_bool, check_type
-from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, read_pinyins
+from lecturekit.capstone.pinyin_input import MAX_BEAM, check_k, length_batches, read_pinyins
 from lecturekit.data.vocab import CharVocab, WordVocab
 from lecturekit.decoding import beam_search, greedy
 from lecturekit.decoding.protocol import as_decoder
@@ -278,18 +277,15 @@ class TransformerIME:
         """
         check_k(k, self.max_candidates)
         pinyins = [" ".join(s) for s in read_pinyins(pinyins, self.src_vocab.stoi)]
-        by_length: dict[int, list[int]] = defaultdict(list)
-        for i, pinyin in enumerate(pinyins):
-            by_length[len(pinyin.split())].append(i)
         out: list[list[tuple[str, float]]] = [[] for _ in pinyins]
-        for length, indices in sorted(by_length.items()):
-            for start in range(0, len(indices), self.batch_size):
-                chunk = indices[start : start + self.batch_size]
-                src = self.encode([pinyins[i] for i in chunk])  # (B, length)
-                min_len = length if self.exact_length else 0
-                decoded = self._decode(src, length + self._extra_steps, k, min_len)
-                for i, row in zip(chunk, decoded, strict=True):
-                    out[i] = row
+        lengths = [len(pinyin.split()) for pinyin in pinyins]
+        for chunk in length_batches(lengths, self.batch_size):
+            length = lengths[chunk[0]]
+            src = self.encode([pinyins[i] for i in chunk])  # (B, length)
+            min_len = length if self.exact_length else 0
+            decoded = self._decode(src, length + self._extra_steps, k, min_len)
+            for i, row in zip(chunk, decoded, strict=True):
+                out[i] = row
         return out
 
     def _decode(
@@ -372,24 +368,20 @@ def teacher_forced_texts(ime: TransformerIME, pairs: Sequence[tuple[str, str]]) 
     answers, the difference is what the decoder's own earlier mistakes cost it. Clauses run
     in batches of equal length (no padding), at most ``ime.batch_size`` at a time."""
     model, tgt = ime.model, ime.tgt_vocab
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, (_, text) in enumerate(pairs):
-        by_length[len(text)].append(i)
     out = [""] * len(pairs)
-    for length, indices in sorted(by_length.items()):
-        for start in range(0, len(indices), ime.batch_size):
-            chunk_ids = indices[start : start + ime.batch_size]
-            chunk = [pairs[i] for i in chunk_ids]
-            src = ime.encode([pinyin for pinyin, _ in chunk])  # (B, S)
-            syllables = (src != ime.src_vocab.pad_id).sum(dim=1)  # (B,)
-            if src.size(1) != length or (syllables != length).any():
-                wrong = chunk[int((syllables != length).int().argmax())][0]
-                raise ValueError(f"pairs must have one syllable per character, got {wrong!r}")
-            tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(text[:-1])] for _, text in chunk])
-            logits = model(src, tgt_in)  # (B, T, V)
-            flat = forbid_specials(logits.flatten(0, 1), as_decoder(model), forbid_eos=True)
-            for i, row in zip(chunk_ids, flat.argmax(-1).view(len(chunk), -1), strict=True):
-                out[i] = tgt.decode(row.tolist())
+    for chunk_ids in length_batches([len(text) for _, text in pairs], ime.batch_size):
+        chunk = [pairs[i] for i in chunk_ids]
+        length = len(chunk[0][1])
+        src = ime.encode([pinyin for pinyin, _ in chunk])  # (B, S)
+        syllables = (src != ime.src_vocab.pad_id).sum(dim=1)  # (B,)
+        if src.size(1) != length or (syllables != length).any():
+            wrong = chunk[int((syllables != length).int().argmax())][0]
+            raise ValueError(f"pairs must have one syllable per character, got {wrong!r}")
+        tgt_in = torch.tensor([[tgt.bos_id, *tgt.encode(text[:-1])] for _, text in chunk])
+        logits = model(src, tgt_in)  # (B, T, V)
+        flat = forbid_specials(logits.flatten(0, 1), as_decoder(model), forbid_eos=True)
+        for i, row in zip(chunk_ids, flat.argmax(-1).view(len(chunk), -1), strict=True):
+            out[i] = tgt.decode(row.tolist())
     return out
 
 

@@ -30,7 +30,13 @@ import numpy as np
 
 from lecturekit._common import check_int, check_number
 from lecturekit.capstone.kneser_ney import BOS, EOS, KneserNeyLM, _encode, _ranks
-from lecturekit.capstone.pinyin_input import check_k, check_pairs, normalize_pinyin, read_pinyins
+from lecturekit.capstone.pinyin_input import (
+    check_k,
+    check_pairs,
+    length_batches,
+    normalize_pinyin,
+    read_pinyins,
+)
 from lecturekit.training.metrics import edit_distance
 
 __all__ = [
@@ -180,13 +186,8 @@ class NgramIME:
         # of the last max(order - 1, 1) syllables)
         paths = self.beam or k * self._widest ** max(self.order - 1, 1)
         per_search = max(1, PATHS_PER_SEARCH // paths)
-        by_length: dict[int, list[int]] = {}
-        for i, clause in enumerate(known):
-            if clause:
-                by_length.setdefault(len(clause), []).append(i)
-        for indices in by_length.values():
-            for start in range(0, len(indices), per_search):
-                chunk = indices[start : start + per_search]
+        for chunk in length_batches([len(clause) for clause in known], per_search):
+            if known[chunk[0]]:  # clauses without a known syllable keep UNKNOWN_CHAR
                 for i, found in zip(chunk, self._search([known[i] for i in chunk], k), strict=True):
                     out[i] = [(self._text(steps[i], path), score) for path, score in found]
         return out
@@ -237,10 +238,8 @@ class NgramIME:
                 + _encode(history[parent, 1:], vocab)
             ) * vocab + new
             keep = np.sort(_first_per_group(state, cand, k))  # back in entry order
-            if self.beam is not None:
-                by_clause = owner[parent[keep]]
-                best = np.lexsort((-cand[keep], by_clause))  # clause by clause, best first
-                keep = keep[best][_ranks(np.bincount(by_clause)) < self.beam]
+            if self.beam is not None:  # each clause's best beam, best first
+                keep = keep[_first_per_group(owner[parent[keep]], cand[keep], self.beam)]
             history = np.concatenate([history[parent[keep]], new[keep, None]], axis=1)[:, 1:]
             owner, scores = owner[parent[keep]], cand[keep]
             backs.append((parent[keep], new[keep]))

@@ -24,9 +24,10 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections import defaultdict
 from collections.abc import Container, Sequence
 
-from lecturekit._common import check_type
+from lecturekit._common import check_int, check_type
 
 __all__ = [
     "pinyin_syllables",
@@ -36,6 +37,7 @@ __all__ = [
     "split_syllables",
     "check_k",
     "check_pairs",
+    "length_batches",
     "MAX_CANDIDATES",
     "MAX_BEAM",
 ]
@@ -172,6 +174,21 @@ def _split_piece(piece: str, vocab: frozenset[str]) -> list[str] | None:
         out.append(piece[i:j])
         i = j
     return out
+
+
+def length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Indices ``0 .. len(lengths) - 1`` grouped by equal length (shortest first), each group
+    cut into batches of at most ``size`` in input order: how the engines run their inputs
+    without padding. ``length_batches([2, 3, 2, 2], 2)`` -> ``[[0, 2], [3], [1]]``."""
+    check_int("size", size, 1)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, n in enumerate(lengths):
+        by_length[n].append(i)
+    return [
+        indices[start : start + size]
+        for _, indices in sorted(by_length.items())
+        for start in range(0, len(indices), size)
+    ]
 
 
 def check_k(k: int, limit: int = MAX_CANDIDATES, name: str = "k") -> None:

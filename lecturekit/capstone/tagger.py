@@ -34,6 +34,7 @@ from lecturekit.capstone.ngram import NgramIME
 from lecturekit.capstone.pinyin_input import (
     MAX_BEAM,
     check_k,
+    length_batches,
     pinyin_syllables,
     read_pinyins,
     split_syllables,
@@ -126,19 +127,12 @@ class TaggerIME:
         equal length, at most ``batch_size`` at a time: no padding, so the others in a batch
         change an input's log-probabilities by float rounding only (about 1e-5)."""
         rows = self.read(pinyins)
-        by_length: dict[int, list[int]] = {}
-        for i, row in enumerate(rows):
-            by_length.setdefault(len(row), []).append(i)
         out: list[Tensor] = [torch.empty(0)] * len(rows)
-        for indices in by_length.values():
-            for start in range(0, len(indices), self.batch_size):
-                chunk = indices[start : start + self.batch_size]
-                src = torch.tensor(
-                    [[self.src_vocab.token_to_id(s) for s in rows[i]] for i in chunk]
-                )
-                log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
-                for i, row in zip(chunk, log_probs, strict=True):
-                    out[i] = row
+        for chunk in length_batches([len(row) for row in rows], self.batch_size):
+            src = torch.tensor([[self.src_vocab.token_to_id(s) for s in rows[i]] for i in chunk])
+            log_probs = self.model(src).log_softmax(-1)  # (B, S, V)
+            for i, row in zip(chunk, log_probs, strict=True):
+                out[i] = row
         return out
 
     def candidates(self, pinyins: Sequence[str], k: int) -> list[list[str]]:
